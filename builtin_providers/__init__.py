@@ -1,0 +1,1 @@
+"""Built-in provider types: static, file_corpus, memory and http, registered via entry points."""

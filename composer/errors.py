@@ -1,0 +1,78 @@
+"""One exception tree for everything composer raises on purpose.
+
+    ComposerError
+    ├── ManifestError(ComposerError, ValueError)   a manifest is wrong; located at path:line:column
+    ├── TemplateError                              a Jinja template failed to compile or render
+    ├── ProviderError                              a provider failed at run time (the registry contains it)
+    └── TokenizerError                             the vendored o200k_base file is missing or corrupt
+
+Catch ``ComposerError`` to handle every one of them in a single clause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["ComposerError", "ManifestError", "ProviderError", "TemplateError", "TokenizerError"]
+
+
+class ComposerError(Exception):
+    """Base of every error composer raises deliberately."""
+
+
+class ManifestError(ComposerError, ValueError):
+    """A manifest is invalid; ``str()`` is ``path:line:column: message``, one line per error.
+
+    A file with several mistakes raises one ManifestError whose ``errors`` lists them
+    all (the first is the error itself), so a user fixes everything in one pass.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        line: int,
+        column: int,
+        message: str,
+        *,
+        others: Iterable[ManifestError] = (),
+    ) -> None:
+        self.path = str(path)
+        self.line = line
+        self.column = column
+        self.message = message
+        self.errors: list[ManifestError] = [self]
+        for other in others:
+            self.errors.extend(e for e in other.errors if e is not self)
+        super().__init__(str(self))
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+    def __str__(self) -> str:
+        return "\n".join(f"{e.location}: {e.message}" for e in self.errors)
+
+    @classmethod
+    def collect(cls, errors: Iterable[ManifestError]) -> ManifestError:
+        """One error carrying all of ``errors`` (which must not be empty), in file order."""
+        flat = [leaf for e in errors for leaf in e.errors]
+        flat.sort(key=lambda e: (e.path, e.line, e.column))
+        first, *rest = flat
+        return cls(first.path, first.line, first.column, first.message, others=rest)
+
+
+class TemplateError(ComposerError):
+    """A Jinja template did not compile, referenced an unknown name, or failed while rendering."""
+
+    def __init__(self, message: str, *, lineno: int | None = None) -> None:
+        self.lineno = lineno
+        super().__init__(message)
+
+
+class ProviderError(ComposerError):
+    """A provider could not produce its block this turn; the registry records it as failed."""
+
+
+class TokenizerError(ComposerError):
+    """The vendored tokenizer file could not be loaded or did not match its SHA-256."""

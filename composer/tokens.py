@@ -1,0 +1,94 @@
+"""Token counting with o200k_base, loaded from the file vendored in this package (ADR-0008 D3).
+
+``tiktoken.get_encoding("o200k_base")`` downloads its rank file at run time, which fails on a
+machine without internet; here the file ships gzip-compressed in ``composer/_data`` and is checked
+against the SHA-256 OpenAI publishes before use. It is read once, on the first count, so that an
+empty registry never loads it (ADR D2).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import threading
+from importlib import resources
+
+import tiktoken
+
+from composer.errors import TokenizerError
+
+__all__ = ["O200K_BASE_SHA256", "count_tokens", "encoding", "is_loaded"]
+
+O200K_BASE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+_DATA_FILE = "o200k_base.tiktoken.gz"
+
+# The split pattern and special tokens of o200k_base, as tiktoken_ext.openai_public defines them.
+_PAT_STR = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+
+_lock = threading.Lock()
+_encoding: tiktoken.Encoding | None = None
+
+
+def _read_ranks() -> dict[bytes, int]:
+    try:
+        raw = gzip.decompress(resources.files("composer._data").joinpath(_DATA_FILE).read_bytes())
+    except (OSError, EOFError) as e:
+        raise TokenizerError(f"cannot read the vendored {_DATA_FILE}: {e}") from e
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != O200K_BASE_SHA256:
+        raise TokenizerError(
+            f"{_DATA_FILE} has SHA-256 {digest}, expected {O200K_BASE_SHA256}; reinstall composer"
+        )
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def encoding() -> tiktoken.Encoding:
+    """The o200k_base encoding, built from the vendored file on first use."""
+    global _encoding
+    if _encoding is None:
+        with _lock:
+            if _encoding is None:
+                _encoding = tiktoken.Encoding(
+                    name="o200k_base",
+                    pat_str=_PAT_STR,
+                    mergeable_ranks=_read_ranks(),
+                    special_tokens=_SPECIAL_TOKENS,
+                )
+    return _encoding
+
+
+def is_loaded() -> bool:
+    """Whether the tokenizer has been loaded in this process (ADR D2: an empty gather loads none)."""
+    return _encoding is not None
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` in o200k_base, as LionAGI's ``TokenCalculator.tokenize`` counts them.
+
+    Falsy text counts 0 without loading anything; an encoding error (a special token such as
+    ``<|endoftext|>`` in the text, a non-string) is contained and counts 0 (ADR D3).
+    """
+    if not text:
+        return 0
+    encode = encoding().encode
+    try:
+        return len(encode(text))
+    except Exception:
+        return 0

@@ -1,0 +1,174 @@
+"""A minimal branch and the pre-turn path of ADR-0008 D4: gather, slot, fold, clear.
+
+``prepare_turn`` does for a ``composer.Branch`` what LionAGI's chat and run do before calling
+the model: gather the registry's providers, keep the blocks in a private per-turn slot, fold
+``system + "\\n".join(blocks) + guidance`` into the guidance the model sees, and clear the slot
+whatever happens. Nothing retrieved is written to ``branch.messages``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from composer.registry import ContextProviderRegistry, ProviderReport
+
+__all__ = ["Branch", "Instruction", "PreparedTurn", "prepare_turn", "render_guidance"]
+
+
+class Instruction:
+    """One user turn: the text, optional guidance (str or data), optional context."""
+
+    def __init__(self, text: str, *, guidance: Any = None, context: Any = None) -> None:
+        self.text = text
+        self.guidance = guidance
+        self.context = context
+
+    def __repr__(self) -> str:
+        return f"Instruction(text={self.text!r})"
+
+
+class Branch:
+    """A conversation branch that owns, lazily, one provider registry (ADR D1)."""
+
+    def __init__(
+        self,
+        system: str | None = None,
+        *,
+        name: str | None = None,
+        memory: Any = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.system = system
+        self.id = str(uuid.uuid4())
+        self.name = name
+        self.memory = memory
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self.messages: list[Instruction] = []
+        self._context_providers: ContextProviderRegistry | None = None
+        self._context_injection_slot: list[str] | None = None
+        self._last_context_report: ProviderReport | None = None
+
+    @property
+    def providers(self) -> ContextProviderRegistry:
+        """The branch's registry, created with the default budget on first access."""
+        if self._context_providers is None:
+            self._context_providers = ContextProviderRegistry()
+        return self._context_providers
+
+    @property
+    def last_context_report(self) -> ProviderReport | None:
+        return self._last_context_report
+
+    def __repr__(self) -> str:
+        return f"Branch(name={self.name!r}, id={self.id!r})"
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """What the model is sent for one turn.
+
+    ``guidance`` is the folded system + injected blocks + guidance string when the branch has a
+    system text; otherwise the instruction's own guidance (rendered to text) or None.
+    ``report`` is this turn's ProviderReport, or None when no provider pass ran.
+    """
+
+    instruction: Instruction
+    guidance: str | None
+    report: ProviderReport | None
+
+
+class _MinimalDumper(yaml.SafeDumper):
+    """Block-style YAML without aliases, multi-line strings as block scalars (LionAGI's minimal_yaml)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_MinimalDumper.add_representer(str, _represent_str)
+
+
+def _prune(value: Any) -> Any:
+    """Drop None, blank strings and empty containers, as minimal_yaml does; keep 0 and False."""
+    if isinstance(value, dict):
+        pruned = {k: _prune(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if not _is_empty(v)}
+    if isinstance(value, (list, tuple)):
+        items = [_prune(v) for v in value]
+        return type(value)(v for v in items if not _is_empty(v))
+    return value
+
+
+def _is_empty(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    if isinstance(value, (dict, list, tuple, set)):
+        return not value
+    return False
+
+
+def render_guidance(guidance: Any) -> str:
+    """Guidance as the model sees it: a string as is, anything else as minimal YAML (ADR D4)."""
+    if guidance is None:
+        return ""
+    if isinstance(guidance, str):
+        return guidance
+    text: str = yaml.dump(
+        _prune(guidance),
+        Dumper=_MinimalDumper,
+        default_flow_style=False,
+        sort_keys=False,
+        allow_unicode=True,
+        width=2**31 - 1,
+        indent=2,
+    )
+    return text.strip()
+
+
+def _fold(branch: Branch, instruction: Instruction) -> str | None:
+    """``system + "\\n".join(slot) + guidance`` with no other separator (ADR D4 rendering)."""
+    guidance = render_guidance(instruction.guidance)
+    if branch.system is None:
+        return guidance if instruction.guidance is not None else None
+    blocks = branch._context_injection_slot
+    injected = "\n".join(blocks) if blocks else ""
+    return branch.system + injected + guidance
+
+
+async def prepare_turn(branch: Branch, instruction: Instruction | str) -> PreparedTurn:
+    """Gather the branch's providers and fold their blocks into this turn only (ADR D4).
+
+    - No registry, or an empty one: no provider pass; ``last_context_report`` is left alone.
+    - No system text: no provider is called; the report is ``skipped=registry.names``.
+    - Otherwise the instruction is built once and handed to every provider; the report is
+      saved and its blocks put in the private slot, which is cleared in a ``finally`` even
+      when preparation fails. Gather runs before that ``try``, as in LionAGI's chat and run.
+    The instruction (without the injected text) is recorded in ``branch.messages``.
+    """
+    ins = instruction if isinstance(instruction, Instruction) else Instruction(instruction)
+    registry = branch._context_providers
+    report: ProviderReport | None = None
+    if registry:
+        if branch.system is None:
+            report = ProviderReport(skipped=registry.names)
+            branch._last_context_report = report
+        else:
+            report = await registry.gather(branch, ins)
+            branch._last_context_report = report
+            branch._context_injection_slot = report.blocks
+    try:
+        guidance = _fold(branch, ins)
+    finally:
+        branch._context_injection_slot = None
+    branch.messages.append(ins)
+    return PreparedTurn(instruction=ins, guidance=guidance, report=report)
