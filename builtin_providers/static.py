@@ -1,0 +1,37 @@
+"""``type: static``: a fixed text, or a template rendered per turn."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from builtin_providers.base import ManifestProvider
+from composer.manifest import ProviderConfig
+from composer.plugins import BuildContext, ProviderType
+from composer.templating import Template, compile_template
+
+__all__ = ["StaticConfig", "StaticProvider", "provider_type"]
+
+
+class StaticConfig(ProviderConfig):
+    """A block of text; without template syntax it is rendered once, not per turn."""
+
+    type: Literal["static"] = "static"
+    text: Template = Field(description="The block (a Jinja template; see the template context).")
+
+
+class StaticProvider(ManifestProvider):
+    def __init__(self, config: StaticConfig) -> None:
+        super().__init__(config)
+        self._template = compile_template(config.text)
+
+    async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
+        return self._template.render(context)
+
+
+def _factory(config: StaticConfig, context: BuildContext) -> StaticProvider:
+    return StaticProvider(config)
+
+
+provider_type = ProviderType("static", StaticConfig, _factory, "Fixed text or a per-turn template.")
