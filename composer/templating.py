@@ -19,6 +19,7 @@ import jinja2.meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import AfterValidator
 
+from composer.adapters import branch_view, instruction_view
 from composer.errors import TemplateError
 
 __all__ = [
@@ -145,28 +146,6 @@ Template = template_field()
 Expression = template_field(expression=True)
 
 
-def _instruction_view(instruction: Any) -> dict[str, Any]:
-    content = getattr(instruction, "content", None)
-    text = getattr(instruction, "text", None)
-    if text is None and content is not None:  # a lionagi Instruction
-        text = getattr(content, "instruction", None)
-    source = content if content is not None and not hasattr(instruction, "text") else instruction
-    return {
-        "text": "" if text is None else str(text),
-        "guidance": getattr(source, "guidance", None),
-        "context": getattr(source, "context", None) or getattr(source, "prompt_context", None),
-    }
-
-
-def _branch_view(branch: Any) -> dict[str, Any]:
-    metadata = getattr(branch, "metadata", None)
-    return {
-        "id": str(getattr(branch, "id", "")),
-        "name": getattr(branch, "name", None),
-        "metadata": dict(metadata) if isinstance(metadata, Mapping) else {},
-    }
-
-
 def template_context(
     branch: Any, instruction: Any, *, provider: str, extra: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -176,8 +155,8 @@ def template_context(
     (name) and ``now`` (UTC); plain data, so templates cannot reach the live objects.
     """
     context: dict[str, Any] = {
-        "instruction": _instruction_view(instruction),
-        "branch": _branch_view(branch),
+        "instruction": instruction_view(instruction),
+        "branch": branch_view(branch),
         "provider": {"name": provider},
         "now": datetime.now(UTC),
     }
