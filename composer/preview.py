@@ -1,0 +1,171 @@
+"""One real turn, observed from outside the registry, for ``composer preview``.
+
+The ADR's report cannot say *why* a provider was skipped (over its own ``max_tokens`` or over
+the total budget) nor how long it took. This module wraps each provider in a recorder, runs
+the ordinary ``prepare_turn``, and derives those reasons from what the recorders saw; the
+registry and its four report lists are used unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from composer.build import build_registry
+from composer.manifest import Manifest
+from composer.plugins import ProviderTypes
+from composer.registry import ContextProviderRegistry, ProviderReport
+from composer.tokens import count_tokens
+from composer.turn import Branch, Instruction, prepare_turn
+
+__all__ = ["DEFAULT_SYSTEM", "Outcome", "Preview", "ProviderRow", "run_preview"]
+
+DEFAULT_SYSTEM = "You are a helpful assistant.\n"
+"""System text used when none is given, so that providers are called (ADR D4: a systemless
+branch calls none)."""
+
+Outcome = Literal[
+    "fired",
+    "skipped_max_tokens",
+    "skipped_budget",
+    "failed",
+    "empty",
+    "not_called",
+    "disabled",
+]
+
+
+@dataclass
+class ProviderRow:
+    """What happened to one declared provider this turn."""
+
+    name: str
+    type: str
+    priority: int
+    max_tokens: int | None
+    outcome: Outcome
+    tokens: int | None = None
+    ms: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class Preview:
+    """A previewed turn: one row per declared provider, the budget, the folded text."""
+
+    instruction: str
+    system: str | None
+    default_system: bool
+    budget: int
+    rows: list[ProviderRow]
+    report: ProviderReport
+    guidance: str | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def used(self) -> int:
+        """Tokens of the retained blocks."""
+        return sum(int(row["tokens"]) for row in self.report.fired)
+
+
+class _Recorder:
+    """Stands in for a provider: forwards ``provide`` and notes its result, error and time."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+        self.called = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.ms: float | None = None
+
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        self.called = True
+        start = time.perf_counter()
+        try:
+            self.result = await self.provider.provide(branch, instruction)
+        except Exception as e:
+            self.error = e
+            raise
+        finally:
+            self.ms = (time.perf_counter() - start) * 1000
+        return self.result  # type: ignore[no-any-return]
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+async def run_preview(
+    manifest: Manifest,
+    instruction: str,
+    *,
+    system: str | None = DEFAULT_SYSTEM,
+    branch_name: str | None = None,
+    types: ProviderTypes | None = None,
+) -> Preview:
+    """Build the manifest's registry, run one turn through ``prepare_turn``, explain each row.
+
+    ``system=None`` previews a systemless branch (every provider reported skipped, none
+    called). Error texts are passed through ``manifest.redact`` so no secret is shown.
+    """
+    built = build_registry(manifest, types=types)
+    registry = ContextProviderRegistry(budget=built.budget)
+    recorders: dict[str, _Recorder] = {}
+    enabled = [config for config in manifest.providers if config.enabled]
+    for config, provider in zip(enabled, built.providers, strict=True):
+        recorder = _Recorder(provider)
+        recorders[config.name] = recorder
+        registry.register(
+            recorder, priority=config.priority, max_tokens=config.max_tokens, name=config.name
+        )
+
+    branch = Branch(system, name=branch_name)
+    branch._context_providers = registry
+    try:
+        turn = await prepare_turn(branch, Instruction(instruction))
+    finally:
+        await _close(built.providers)
+    report = turn.report or ProviderReport()
+    fired = {row["provider_name"]: int(row["tokens"]) for row in report.fired}
+
+    rows: list[ProviderRow] = []
+    for config in manifest.providers:
+        row = ProviderRow(config.name, config.type, config.priority, config.max_tokens, "disabled")
+        rows.append(row)
+        seen = recorders.get(config.name)
+        if seen is None:
+            continue
+        row.ms = seen.ms
+        if not seen.called:
+            row.outcome = "not_called"
+        elif seen.error is not None:
+            row.outcome = "failed"
+            row.error = manifest.redact(_first_line(seen.error))
+        elif not seen.result:
+            row.outcome = "empty"
+        elif config.name in fired:
+            row.outcome = "fired"
+            row.tokens = fired[config.name]
+        else:
+            row.tokens = count_tokens(seen.result)
+            over_cap = bool(config.max_tokens) and row.tokens > (config.max_tokens or 0)
+            row.outcome = "skipped_max_tokens" if over_cap else "skipped_budget"
+    return Preview(
+        instruction=instruction,
+        system=system,
+        default_system=system == DEFAULT_SYSTEM,
+        budget=registry.budget,
+        rows=rows,
+        report=report,
+        guidance=turn.guidance,
+    )
+
+
+async def _close(providers: list[Any]) -> None:
+    """Close providers that hold resources (an HTTP client), so a one-shot preview leaks none."""
+    for provider in providers:
+        aclose = getattr(provider, "aclose", None)
+        if aclose is not None:
+            await aclose()
