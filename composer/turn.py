@@ -118,8 +118,12 @@ def _is_empty(value: Any) -> bool:
 
 
 def render_guidance(guidance: Any) -> str:
-    """Guidance as the model sees it: a string as is, anything else as minimal YAML (ADR D4)."""
-    if guidance is None:
+    """Guidance as the model sees it: a string as is, anything else as minimal YAML (ADR D4).
+
+    Falsy guidance (None, "", {}, [], 0, False) renders as nothing, as LionAGI's fold reads
+    ``c.guidance or ""`` before it turns non-string guidance into YAML.
+    """
+    if not guidance:
         return ""
     if isinstance(guidance, str):
         return guidance
