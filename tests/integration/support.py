@@ -131,7 +131,9 @@ def serve_chat() -> Iterator[ChatServer]:
     state = ChatServer()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, threading.Lock()))
     state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, name="fake-chat", daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, name="fake-chat", daemon=True
+    )
     thread.start()
     try:
         yield state
