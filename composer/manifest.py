@@ -6,28 +6,57 @@ the fields every type shares live in ``ProviderConfig``. Unknown keys are errors
 
 from __future__ import annotations
 
+import functools
+import operator
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SerializeAsAny
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializeAsAny,
+    create_model,
+)
 
 from composer.registry import DEFAULT_BUDGET
 from composer.templating import Expression
 
 __all__ = [
+    "KeyPath",
     "Manifest",
     "ManifestPath",
+    "Origin",
     "ProviderConfig",
     "RuntimeConfig",
+    "SourceFloat",
+    "SourceInt",
     "SourceStr",
     "StrictModel",
+    "manifest_model",
+    "redact",
 ]
+
+_SHORT_SECRET = 4
+
+KeyPath = tuple[str | int, ...]
+"""Where a value sits in a manifest: keys and list indexes, providers addressed by name."""
 
 
 class StrictModel(BaseModel):
     """Base of every manifest model: unknown keys are errors; input never echoed in errors."""
 
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
+    # coerce_numbers_to_str: a str field given ``1.10`` receives the text "1.10" (the loader's
+    # numbers remember their source text), not a float turned back into "1.1".
+    model_config = ConfigDict(
+        extra="forbid", hide_input_in_errors=True, frozen=True, coerce_numbers_to_str=True
+    )
 
 
 class SourceStr(str):
@@ -48,6 +77,62 @@ class SourceStr(str):
         obj.line = line
         obj.column = column
         return obj
+
+
+class SourceInt(int):
+    """An integer read from a manifest; ``str()`` is its text as written (``007``, ``0x1F``).
+
+    Where a string field receives a number, validation uses ``str()`` of it (see
+    ``StrictModel``), so the value stays what the file says.
+    """
+
+    text: str
+
+    def __new__(cls, value: int, text: str) -> SourceInt:
+        obj = super().__new__(cls, value)
+        obj.text = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class SourceFloat(float):
+    """A float read from a manifest; ``str()`` is its text as written, so ``1.10`` stays ``1.10``."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> SourceFloat:
+        obj = super().__new__(cls, value)
+        obj.text = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a manifest value was written: file, 1-based line and column, and its raw text.
+
+    ``raw`` is the scalar as written before ``${VAR}`` interpolation (None for a mapping or a
+    list); ``variables`` names the variables substituted into it. A value with variables is a
+    secret: show ``raw``, never the value.
+    """
+
+    path: str
+    line: int
+    column: int
+    raw: str | None = None
+    variables: tuple[str, ...] = ()
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+    @property
+    def is_secret(self) -> bool:
+        return bool(self.variables)
 
 
 def _resolve_path(value: Any) -> Any:
@@ -113,6 +198,7 @@ class Manifest(StrictModel):
     _path: Path | None = PrivateAttr(None)
     _secrets: frozenset[str] = PrivateAttr(frozenset())
     _shared: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _origins: dict[KeyPath, Origin] = PrivateAttr(default_factory=dict)
 
     @property
     def path(self) -> Path | None:
@@ -124,9 +210,68 @@ class Manifest(StrictModel):
         """Heavy provider state (an index, a client) shared by every registry built from it."""
         return self._shared
 
+    @property
+    def origins(self) -> Mapping[KeyPath, Origin]:
+        """Where every value came from, keyed like ``("providers", "status", "request", "url")``.
+
+        Providers are addressed by name, list items by index, after overlays were applied, so
+        each origin names the file (base or overlay) that set the final value.
+        """
+        return MappingProxyType(self._origins)
+
+    def origin(self, *keys: str | int) -> Origin | None:
+        """The origin of the value at ``keys`` (e.g. ``origin("providers", "status")``), if any."""
+        return self._origins.get(tuple(keys))
+
     def redact(self, text: str) -> str:
         """``text`` with every value that came from a ``${VAR}`` replaced by ``***``."""
-        for secret in sorted(self._secrets, key=len, reverse=True):
-            if secret:
-                text = text.replace(secret, "***")
-        return text
+        return redact(text, self._secrets)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by ``***``, longest first.
+
+    A secret shorter than 4 characters is masked only where it stands as a whole word, so
+    that ``TOKEN=x`` does not turn every "x" of a message into "***".
+    """
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if len(secret) >= _SHORT_SECRET:
+            text = text.replace(secret, "***")
+        elif secret:
+            text = re.sub(rf"(?<![\w]){re.escape(secret)}(?![\w])", "***", text)
+    return text
+
+
+def manifest_model(configs: Iterable[type[ProviderConfig]]) -> type[Manifest]:
+    """A Manifest model whose providers are a union of ``configs`` discriminated on ``type``.
+
+    Used for ``composer schema``; the loader validates each entry by its own type instead, so
+    an unknown type can be reported with the list of known ones.
+    """
+    members = tuple(configs)
+    item: Any
+    if not members:
+        item = ProviderConfig
+    elif len(members) == 1:
+        item = members[0]
+    else:
+        union = functools.reduce(operator.or_, members)
+        try:
+            item = Annotated[union, Field(discriminator="type")]
+            create_model("_Probe", providers=(list[item], ...))
+        except Exception:  # a plugin whose ``type`` is not a Literal: a plain union still works
+            item = union
+    providers_field: Any = (
+        list[item],
+        Field(
+            default_factory=list,
+            description=(
+                "Context providers in declaration (rendering) order; each entry's `type` "
+                "selects its fields."
+            ),
+        ),
+    )
+    model: type[Manifest] = create_model(
+        "Manifest", __base__=Manifest, __doc__=Manifest.__doc__, providers=providers_field
+    )
+    return model
