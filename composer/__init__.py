@@ -3,7 +3,10 @@
 The runtime (registry, budget admission, report, ephemeral fold) is ADR-0008's, exactly.
 """
 
+from composer.build import attach, build_registry
 from composer.errors import ComposerError, ManifestError, ProviderError, TemplateError
+from composer.loader import load_manifest
+from composer.manifest import Manifest
 from composer.registry import ContextProvider, ContextProviderRegistry, ProviderReport
 from composer.tokens import count_tokens
 from composer.turn import Branch, Instruction, PreparedTurn, prepare_turn
@@ -14,12 +17,16 @@ __all__ = [
     "ContextProvider",
     "ContextProviderRegistry",
     "Instruction",
+    "Manifest",
     "ManifestError",
     "PreparedTurn",
     "ProviderError",
     "ProviderReport",
     "TemplateError",
+    "attach",
+    "build_registry",
     "count_tokens",
+    "load_manifest",
     "prepare_turn",
 ]
 

@@ -11,12 +11,16 @@ EXPECTED = {
     "ContextProvider",
     "ContextProviderRegistry",
     "Instruction",
+    "Manifest",
     "ManifestError",
     "PreparedTurn",
     "ProviderError",
     "ProviderReport",
     "TemplateError",
+    "attach",
+    "build_registry",
     "count_tokens",
+    "load_manifest",
     "prepare_turn",
 }
 
