@@ -6,8 +6,6 @@ No lionagi import here: the test modules import lionagi through ``pytest.importo
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import re
 import threading
@@ -15,31 +13,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from composer.lionagi_support import prime_tiktoken_cache
 from composer.manifest import ProviderConfig
 from composer.plugins import BuildContext, ProviderType
 
-O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 MODEL = "gpt-4.1-mini"  # tiktoken maps it to o200k_base, the one encoding composer vendors
 SYSTEM = "You are the on-call assistant for the payments team."
 LIONAGI_MISSING = "lionagi is not installed (pip install 'context-composer[lionagi]')"
 
 
-def vendored_o200k() -> bytes:
-    """The decompressed o200k_base rank file composer ships."""
-    data = resources.files("composer._data").joinpath("o200k_base.tiktoken.gz").read_bytes()
-    return gzip.decompress(data)
-
-
 def write_tiktoken_cache(directory: Path) -> Path:
-    """Put o200k_base where tiktoken's ``read_file_cached`` looks before downloading it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / hashlib.sha1(O200K_URL.encode()).hexdigest()
-    path.write_bytes(vendored_o200k())
-    return path
+    """Put o200k_base where tiktoken looks before downloading it (composer's helper)."""
+    return prime_tiktoken_cache(directory)
 
 
 # --- the fake chat-completions endpoint -------------------------------------------------

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -19,11 +20,13 @@ from typing import Any
 
 import pytest
 
-from .support import LIONAGI_MISSING, write_tiktoken_cache
+from .support import LIONAGI_MISSING
 
 pytest.importorskip("lionagi", reason=LIONAGI_MISSING)
 
 import composer
+from composer.lionagi_support import O200K_BASE_URL, prime_tiktoken_cache
+from composer.tokens import O200K_BASE_SHA256
 
 # Runs in the child: every DNS lookup and socket connect is refused and recorded.
 NO_NETWORK = """
@@ -104,8 +107,15 @@ def test_lionagi_alone_needs_the_network_to_count_tokens(tmp_path: Path) -> None
     assert list(empty.iterdir()) == []  # nothing was downloaded
 
 
+def test_prime_tiktoken_cache_writes_tiktokens_cache_entry(tmp_path: Path) -> None:
+    path = prime_tiktoken_cache(tmp_path / "new" / "dir")
+    assert path.name == hashlib.sha1(O200K_BASE_URL.encode()).hexdigest()
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == O200K_BASE_SHA256
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
 def test_lionagi_counts_offline_from_the_vendored_file(tmp_path: Path) -> None:
-    write_tiktoken_cache(tmp_path / "cache")
+    prime_tiktoken_cache(tmp_path / "cache")
 
     result = run_child(NO_NETWORK + COUNT, tmp_path / "cache")
 

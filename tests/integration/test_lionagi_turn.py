@@ -357,3 +357,67 @@ def test_sent_guidance_undoes_exactly_lionagis_block_scalar(text: str) -> None:
 
     rendered = minimal_yaml({"Guidance": text, "Instruction": "q"}).strip()
     assert sent_guidance(rendered) == (text, "Instruction: q")
+
+
+README_MANIFEST = """\
+version: 1
+providers:
+  - name: house-rules
+    type: static
+    priority: 100
+    text: "Team {{ branch.name }}: answer in English."
+  - name: asked
+    type: static
+    text: "Question on file: {{ instruction.text }}"
+"""
+
+
+async def test_readme_snippet(
+    chat_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's "Using a manifest with lionagi" code, as written there, except that the
+    iModel is pointed at the fake endpoint (base_url, api_key, allow_local_network)."""
+    import atexit
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "prod.yaml").write_text(README_MANIFEST)
+    monkeypatch.chdir(tmp_path)
+    local = {"base_url": chat_server.base_url, "api_key": "dummy", "allow_local_network": True}
+
+    # --- README snippet ---
+    from lionagi import Branch, iModel
+
+    import composer
+
+    manifest = composer.load_manifest("configs/prod.yaml")
+    model = iModel(provider="openai", model="gpt-4.1-mini", **local)
+    branch = Branch(
+        system="You are the payments on-call assistant.\n", name="payments", chat_model=model
+    )
+    composer.attach(branch, manifest)  # this branch's own registry, built from the manifest
+
+    answer = await branch.communicate("Why did refund R-7 fail?")
+    report = branch.last_context_report  # what was injected, skipped or failed this turn
+    # --- end of snippet ---
+
+    atexit.unregister(branch._log_manager.save_at_exit)  # lionagi would write ./data/logs
+    await model.close()
+    assert answer == "fixed answer"
+    assert report.fired == [
+        {
+            "provider_name": "house-rules",
+            "tokens": composer.count_tokens("Team payments: answer in English."),
+        },
+        {
+            "provider_name": "asked",
+            "tokens": composer.count_tokens("Question on file: Why did refund R-7 fail?"),
+        },
+    ]
+    content = chat_server.requests[0].messages[0]["content"]
+    assert content == (
+        "Guidance: |-\n"
+        "  You are the payments on-call assistant.\n"
+        "  Team payments: answer in English.\n"
+        "  Question on file: Why did refund R-7 fail?\n"
+        "Instruction: Why did refund R-7 fail?"
+    )
