@@ -291,7 +291,9 @@ async def test_operate_with_a_tool_call_runs_writeback_once(
         ("first", "writeback"),
         ("second", "writeback"),
     ]
-    assert calls[2].branch is branch
+    assert calls[0].payload is calls[1].payload  # D4: one Instruction, built once
+    assert calls[0].payload.content.instruction == QUESTION
+    assert calls[0].branch is calls[2].branch is branch
     assert calls[2].payload == [response]
     guidance, _ = sent_guidance(chat_server.requests[0].messages[0]["content"])
     assert guidance == SYSTEM + "Recall: none.\n" + HOUSE + GUIDANCE
