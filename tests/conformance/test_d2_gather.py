@@ -52,6 +52,31 @@ async def test_providers_run_in_the_callers_task(branch: Branch, instruction: In
     assert seen == [asyncio.current_task(), asyncio.current_task()]
 
 
+async def test_no_timeout_even_when_the_clock_leaps(
+    monkeypatch: pytest.MonkeyPatch, branch: Branch, instruction: Instruction
+) -> None:
+    """D2: no timeout: with the loop clock leaping an hour per reading, a slow provider still ends."""
+    loop = asyncio.get_running_loop()
+    now = [loop.time()]
+
+    def leaping() -> float:
+        now[0] += 3600.0
+        return now[0]
+
+    class Slow:
+        async def provide(self, branch: object, instruction: object) -> str:
+            for _ in range(20):
+                await asyncio.sleep(0)
+            return "finally"
+
+    registry = ContextProviderRegistry()
+    registry.register(Slow(), name="slow")
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "time", leaping)
+        report = await registry.gather(branch, instruction)
+    assert report == ProviderReport(blocks=["finally"], fired=fired(("finally", "slow")))
+
+
 async def test_every_provider_gets_the_same_branch_and_instruction(
     static, branch: Branch, instruction: Instruction
 ) -> None:
