@@ -1,0 +1,97 @@
+"""The manifest reference in Markdown, generated from the pydantic models themselves.
+
+The README's reference section is this function's output (a test compares them), so the
+documented fields, types and defaults cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from composer.manifest import Manifest, ProviderConfig
+from composer.plugins import ProviderTypes
+
+__all__ = ["markdown_reference"]
+
+_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", Path: "path"}
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return " \\| ".join(repr(a) if isinstance(a, str) else str(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        names = [_type_name(a) for a in args if a is not type(None)]
+        suffix = " or null" if type(None) in args else ""
+        return " \\| ".join(names) + suffix
+    if origin in (list, tuple, set, frozenset):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return f"mapping of {_type_name(args[1])}" if len(args) == 2 else "mapping"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "mapping (below)"
+    if annotation is typing.Any:
+        return "any"
+    return _NAMES.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _default(field: Any) -> str:
+    if field.is_required():
+        return "required"
+    if field.default_factory is not None:
+        value = field.default_factory()
+        if isinstance(value, BaseModel):
+            return "{}"
+        return f"`{value!r}`" if value not in ([], {}) else f"`{value}`"
+    if field.default is PydanticUndefined or field.default is None:
+        return "null" if field.default is None else ""
+    if isinstance(field.default, bool):
+        return f"`{str(field.default).lower()}`"
+    return f"`{field.default!r}`"
+
+
+def _nested(annotation: Any) -> list[type[BaseModel]]:
+    found: list[type[BaseModel]] = []
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    for arg in typing.get_args(annotation):
+        found.extend(_nested(arg))
+    return found
+
+
+def _table(model: type[BaseModel], prefix: str, skip: set[str]) -> list[str]:
+    lines = ["| field | type | default | meaning |", "| --- | --- | --- | --- |"]
+    below: list[tuple[str, type[BaseModel]]] = []
+    for name, field in model.model_fields.items():
+        if name in skip:
+            continue
+        description = " ".join((field.description or "").split()).replace("|", "\\|")
+        key = f"{prefix}{name}"
+        default = _default(field).replace("|", "\\|")
+        lines.append(f"| `{key}` | {_type_name(field.annotation)} | {default} | {description} |")
+        below.extend((f"{key}.", sub) for sub in _nested(field.annotation) if sub.model_fields)
+    for sub_prefix, sub in below:
+        lines += ["", *_table(sub, sub_prefix, set())]
+    return lines
+
+
+def markdown_reference(provider_types: ProviderTypes | None = None) -> str:
+    """Markdown tables: the manifest's keys, the keys every provider has, then each type's own."""
+    provider_types = provider_types if provider_types is not None else ProviderTypes.installed()
+    common = set(ProviderConfig.model_fields) - {"type"}
+    lines = ["### Manifest", "", *_table(Manifest, "", {"providers"})]
+    lines += ["", "### Every provider", "", *_table(ProviderConfig, "", {"type"})]
+    for ptype in provider_types:
+        doc = " ".join((ptype.config.__doc__ or ptype.summary).split())
+        lines += ["", f"### `type: {ptype.name}`", "", doc, ""]
+        lines += _table(ptype.config, "", common | {"type"})
+    return "\n".join(lines) + "\n"
