@@ -56,6 +56,7 @@ __all__ = [
     "compile_expression",
     "compile_template",
     "environment",
+    "template_check",
     "template_context",
     "template_field",
 ]
@@ -624,14 +625,19 @@ def _validator(names: frozenset[str], expression: bool, url: bool) -> Any:
     return AfterValidator(check)
 
 
+def template_check(*extra_names: str, expression: bool = False, url: bool = False) -> Any:
+    """The validator behind ``template_field``, for ``Annotated[str, template_check(...)]``
+    (which type checkers accept as a field type where a computed alias is not)."""
+    return _validator(CONTEXT_NAMES | frozenset(extra_names), expression, url)
+
+
 def template_field(*extra_names: str, expression: bool = False, url: bool = False) -> Any:
     """An ``Annotated[str, ...]`` field type whose value must compile with these extra names.
 
     Provider config models declare template fields with it, so that validating a manifest
     compiles every template and a mistake is reported at its line and column.
     """
-    names = CONTEXT_NAMES | frozenset(extra_names)
-    return Annotated[str, _validator(names, expression, url)]
+    return Annotated[str, template_check(*extra_names, expression=expression, url=url)]
 
 
 Template = template_field()
