@@ -321,6 +321,7 @@ class _Session:
     secrets: set[str] = field(default_factory=set)
     origins: dict[KeyPath, Origin] = field(default_factory=dict)
     lenient: bool = False  # inside a disabled provider, an unset variable is no error
+    variables_of: dict[int, tuple[str, ...]] = field(default_factory=dict)  # id(scalar) -> names
 
     # -- files
 
@@ -466,6 +467,8 @@ class _Session:
             if node.is_str:
                 text, used = self.interpolate(node)
                 self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text, used)
+                if used:
+                    self.variables_of[id(node)] = used
                 return SourceStr(text, mark.file, mark.line, mark.column)
             self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text)
             return node.value
@@ -511,7 +514,7 @@ class _Session:
         try:
             manifest = Manifest.model_validate(data)
         except ValidationError as e:
-            self.errors.extend(_translate(e, tree, Manifest, ""))
+            self.errors.extend(_translate(e, tree, Manifest, "", self.variables_of))
             return None
         return manifest
 
@@ -543,7 +546,7 @@ class _Session:
         try:
             return model.model_validate(value)
         except ValidationError as e:
-            self.errors.extend(_translate(e, entry, model, label))
+            self.errors.extend(_translate(e, entry, model, label, self.variables_of))
         except Exception as e:  # a plugin's validator raising something pydantic does not wrap
             self.errors.append(
                 entry.mark.error(f"{label}: rejected by type {type_name!r} ({type(e).__name__})")
@@ -622,16 +625,25 @@ def _merge_providers(base: _Seq, over: _Seq) -> _Seq:
 
 
 def _translate(
-    error: ValidationError, tree: _Node, model: type[BaseModel], label: str
+    error: ValidationError,
+    tree: _Node,
+    model: type[BaseModel],
+    label: str,
+    variables_of: Mapping[int, tuple[str, ...]],
 ) -> list[ManifestError]:
-    """One located, human-worded ManifestError per pydantic error (input never echoed)."""
+    """One located, human-worded ManifestError per pydantic error (input never echoed).
+
+    A validator's own words about a value that came from variables are not shown at all
+    (they may quote part of the secret); the message names the variables instead.
+    """
     results: list[ManifestError] = []
     seen: set[tuple[int, int, str]] = set()
     for item in error.errors(include_url=False, include_input=False):
         loc = item["loc"]
         kind = item["type"]
-        mark, path = _locate(tree, loc, key_of_last=kind == "extra_forbidden")
+        mark, path, node = _locate(tree, loc, key_of_last=kind == "extra_forbidden")
         where = _dotted(path)
+        used = variables_of.get(id(node), ())
         if kind == "extra_forbidden":
             key = str(loc[-1]) if loc else "?"
             message = f'unknown key "{key}"' + (f" in {where}" if where else "")
@@ -639,6 +651,9 @@ def _translate(
         elif kind == "missing":
             key = str(loc[-1]) if loc else "?"
             message = f'missing key "{key}"' + (f" in {where}" if where else "")
+        elif used and not _is_generic(kind):
+            names = ", ".join(f"${{{name}}}" for name in used)
+            message = (f"{where}: " if where else "") + f"invalid value (from {names}; not shown)"
         else:
             message = (f"{where}: " if where else "") + _describe(item)
         if label:
@@ -650,7 +665,9 @@ def _translate(
     return results
 
 
-def _locate(tree: _Node, loc: tuple[Any, ...], *, key_of_last: bool) -> tuple[_Mark, KeyPath]:
+def _locate(
+    tree: _Node, loc: tuple[Any, ...], *, key_of_last: bool
+) -> tuple[_Mark, KeyPath, _Node | None]:
     """The node a pydantic ``loc`` points at; union tags and missing keys are stepped over."""
     node = tree
     path: list[str | int] = []
@@ -658,13 +675,13 @@ def _locate(tree: _Node, loc: tuple[Any, ...], *, key_of_last: bool) -> tuple[_M
         if isinstance(node, _Map) and isinstance(part, str) and part in node.items:
             key_mark, child = node.items[part]
             if key_of_last and i == len(loc) - 1:
-                return key_mark, tuple(path)
+                return key_mark, tuple(path), None
             node = child
             path.append(part)
         elif isinstance(node, _Seq) and isinstance(part, int) and 0 <= part < len(node.items):
             node = node.items[part]
             path.append(part)
-    return node.mark, tuple(path)
+    return node.mark, tuple(path), node
 
 
 def _dotted(path: KeyPath) -> str:
@@ -694,19 +711,26 @@ _WORDS = {
 }
 
 
+_BOUNDS = {
+    "greater_than_equal": (">=", "ge"),
+    "greater_than": (">", "gt"),
+    "less_than_equal": ("<=", "le"),
+    "less_than": ("<", "lt"),
+}
+
+
+def _is_generic(kind: str) -> bool:
+    """Whether the message for ``kind`` is fixed wording that cannot quote the input."""
+    return kind in _WORDS or kind in _BOUNDS or kind in ("literal_error", "string_too_short")
+
+
 def _describe(item: Mapping[str, Any]) -> str:
     kind = item["type"]
     ctx: Mapping[str, Any] = item.get("ctx") or {}
     if kind in _WORDS:
         return _WORDS[kind]
-    bounds = {
-        "greater_than_equal": (">=", "ge"),
-        "greater_than": (">", "gt"),
-        "less_than_equal": ("<=", "le"),
-        "less_than": ("<", "lt"),
-    }
-    if kind in bounds:
-        sign, name = bounds[kind]
+    if kind in _BOUNDS:
+        sign, name = _BOUNDS[kind]
         return f"must be {sign} {ctx.get(name)}"
     if kind == "literal_error":
         return f"must be {ctx.get('expected')}"
@@ -777,7 +801,7 @@ def _step(tp: Any, part: str | int) -> Any:
 def _select(path: str | os.PathLike[str], env: str | None) -> tuple[str, Path]:
     """The file to load: ``path`` itself, or ``<path>/<env>.yaml`` when ``path`` is a folder."""
     display = os.fspath(path)
-    file = Path(path)
+    file = Path(path).absolute()  # values resolve relative paths against its folder
     if not file.is_dir():
         return display, file
     found = sorted(p.stem for p in file.glob("*.yaml"))
