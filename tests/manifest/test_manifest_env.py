@@ -1,0 +1,179 @@
+"""Choosing the file (COMPOSER_MANIFEST, COMPOSER_ENV, folders) and ${VAR} interpolation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from composer.errors import ManifestError
+from composer.loader import load_manifest
+from composer.settings import load_settings
+
+ONE = "version: 1\nbudget: {budget}\n"
+TEXT = "version: 1\nproviders:\n  - name: a\n    type: static\n    text: {text}\n"
+
+
+@pytest.fixture
+def envs(write):
+    write("configs/base.yaml", ONE.format(budget=1))
+    write("configs/dev.yaml", "extends: base.yaml\nbudget: 2\n")
+    write("configs/prod.yaml", "extends: base.yaml\nbudget: 3\n")
+
+
+def test_env_picks_a_file_from_a_folder(envs, types) -> None:
+    manifest = load_manifest("configs", env="prod", environ={}, types=types)
+    assert manifest.budget == 3
+    assert manifest.path == Path("configs/prod.yaml")
+
+
+def test_composer_env_picks_it_when_no_env_is_given(envs, types) -> None:
+    assert load_manifest("configs", environ={"COMPOSER_ENV": "dev"}, types=types).budget == 2
+
+
+def test_an_explicit_env_wins_over_composer_env(envs, types) -> None:
+    manifest = load_manifest("configs", env="prod", environ={"COMPOSER_ENV": "dev"}, types=types)
+    assert manifest.budget == 3
+
+
+def test_a_folder_without_env_is_an_error_listing_the_files(envs, types) -> None:
+    with pytest.raises(
+        ManifestError, match=r"^configs:1:1: .*--env or COMPOSER_ENV \(found: base, dev, prod\)"
+    ):
+        load_manifest("configs", environ={}, types=types)
+
+
+def test_an_unknown_env_is_an_error_listing_the_files(envs, types) -> None:
+    with pytest.raises(
+        ManifestError, match=r'no manifest for environment "qa" here \(found: base, dev, prod\)'
+    ):
+        load_manifest("configs", env="qa", environ={}, types=types)
+
+
+def test_an_env_cannot_walk_out_of_the_folder(envs, types) -> None:
+    with pytest.raises(ManifestError, match=r'no manifest for environment "\.\./configs/dev"'):
+        load_manifest("configs", env="../configs/dev", environ={}, types=types)
+
+
+def test_env_is_ignored_for_a_file(envs, types) -> None:
+    assert load_manifest("configs/dev.yaml", env="prod", environ={}, types=types).budget == 2
+
+
+def test_composer_manifest_is_used_without_a_path(envs, types) -> None:
+    environ = {"COMPOSER_MANIFEST": "configs", "COMPOSER_ENV": "prod"}
+    assert load_manifest(environ=environ, types=types).budget == 3
+
+
+def test_no_path_and_no_composer_manifest_is_an_error(write, types) -> None:
+    with pytest.raises(ManifestError, match=r"^COMPOSER_MANIFEST:1:1: no manifest given"):
+        load_manifest(environ={}, types=types)
+
+
+def test_settings_come_from_a_dotenv_file(write, types) -> None:
+    write("configs/dev.yaml", ONE.format(budget=5))
+    write(".env", "COMPOSER_MANIFEST=configs\nCOMPOSER_ENV=dev\n")
+    assert load_manifest(environ={}, types=types).budget == 5
+
+
+def test_the_environment_wins_over_the_dotenv_file(write) -> None:
+    write(".env", "COMPOSER_ENV=dev\n")
+    assert load_settings({"COMPOSER_ENV": "prod"}).env == "prod"
+    assert load_settings({}).env == "dev"
+    assert load_settings({"COMPOSER_ENV": "prod"}, env="qa").env == "qa"
+
+
+# -- ${VAR}
+
+
+def load_text(write, types, text: str, environ: dict[str, str]):
+    write("m.yaml", TEXT.format(text=text))
+    return load_manifest("m.yaml", environ=environ, types=types)
+
+
+@pytest.mark.parametrize(
+    ("text", "environ", "expected"),
+    [
+        ('"${A}"', {"A": "x1"}, "x1"),
+        ('"a ${A} b ${B}"', {"A": "1", "B": "2"}, "a 1 b 2"),
+        ('"${A:-dflt}"', {}, "dflt"),
+        ('"${A:-dflt}"', {"A": ""}, "dflt"),
+        ('"${A:-}"', {}, ""),
+        ('"${A:-dflt}"', {"A": "set"}, "set"),
+        ('"$${A}"', {"A": "set"}, "${A}"),
+        ('"$$${A}"', {"A": "v"}, "$${A}"),
+        ('"cost: $5 and $"', {}, "cost: $5 and $"),
+        ('"{A}"', {"A": "v"}, "{A}"),
+        ("'${A}'", {"A": "single"}, "single"),
+        ("${A}", {"A": "plain"}, "plain"),
+    ],
+)
+def test_interpolation(write, types, text, environ, expected) -> None:
+    assert load_text(write, types, text, environ).providers[0].text == expected
+
+
+def test_a_variable_value_is_taken_literally(write, types) -> None:
+    """Not parsed as YAML, not interpolated again, not typed: ``[1, 2] ${B} 10`` stays text."""
+    write("m.yaml", "version: 1\nproviders:\n  - {name: p, type: probe, params: {a: '${A}'}}\n")
+    manifest = load_manifest("m.yaml", environ={"A": "[1, 2] ${B} 10"}, types=types)
+    assert manifest.providers[0].params == {"a": "[1, 2] ${B} 10"}
+
+
+def test_variables_come_from_dotenv_and_secrets_dir_after_the_environment(write, types) -> None:
+    write(".env", "FROM_DOTENV=dotenv-value\nBOTH=dotenv\n")
+    write("run/secrets/FROM_SECRET", "secret-value\n")
+    write("run/secrets/BOTH", "secret\n")
+    manifest = load_text(
+        write,
+        types,
+        '"${FROM_DOTENV} ${FROM_SECRET} ${BOTH} ${ENVIRON}"',
+        {"COMPOSER_SECRETS_DIR": "run/secrets", "ENVIRON": "environ-value"},
+    )
+    assert manifest.providers[0].text == "dotenv-value secret-value dotenv environ-value"
+    assert {"dotenv-value", "secret-value", "environ-value"} <= manifest._secrets
+
+
+def test_composer_env_file_moves_the_dotenv_file(write, types) -> None:
+    write("conf/app.env", "TOKEN=from-file\n")
+    manifest = load_text(write, types, '"${TOKEN}"', {"COMPOSER_ENV_FILE": "conf/app.env"})
+    assert manifest.providers[0].text == "from-file"
+
+
+def test_a_missing_secrets_dir_is_no_error(write, types) -> None:
+    manifest = load_text(write, types, '"${A:-x}"', {"COMPOSER_SECRETS_DIR": "nowhere"})
+    assert manifest.providers[0].text == "x"
+
+
+def test_a_missing_variable_names_itself_and_its_place(write, types) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_text(write, types, '"${PRESENT} ${ABSENT}"', {"PRESENT": "hunter2-value"})
+    assert str(caught.value).startswith('m.yaml:5:11: environment variable "ABSENT" is not set')
+    assert "hunter2-value" not in str(caught.value)
+    assert len(caught.value.errors) == 1
+
+
+def test_variables_are_read_from_os_environ_by_default(write, types, monkeypatch) -> None:
+    monkeypatch.setenv("COMPOSER_TEST_VARIABLE", "from-os")
+    write("m.yaml", TEXT.format(text='"${COMPOSER_TEST_VARIABLE}"'))
+    assert load_manifest("m.yaml", types=types).providers[0].text == "from-os"
+
+
+def test_substituted_values_are_secrets_and_origins_keep_the_reference(write, types) -> None:
+    manifest = load_text(write, types, '"Bearer ${TOKEN}"', {"TOKEN": "tok-123456"})
+    origin = manifest.origin("providers", "a", "text")
+    assert origin is not None
+    assert origin.raw == "Bearer ${TOKEN}"
+    assert origin.variables == ("TOKEN",)
+    assert origin.is_secret
+    assert manifest.redact("sent Bearer tok-123456") == "sent Bearer ***"
+    assert not manifest.origin("providers", "a", "type").is_secret
+
+
+def test_a_default_is_not_a_secret(write, types) -> None:
+    manifest = load_text(write, types, '"${TOKEN:-public}"', {})
+    assert manifest._secrets == frozenset()
+    assert manifest.origin("providers", "a", "text").variables == ()
+
+
+def test_a_short_secret_is_masked_only_as_a_whole_word(write, types) -> None:
+    manifest = load_text(write, types, '"${X}"', {"X": "ab"})
+    assert manifest.redact("tab ab lab") == "tab *** lab"
