@@ -77,26 +77,32 @@ class FileCorpusConfig(ProviderConfig):
         description="Globs to leave out (default: hidden files and folders, e.g. .env, .git).",
     )
     chunk_by: ChunkBy = Field(
-        "heading",
+        default="heading",
         description="`heading`: passages never span a Markdown heading, paragraphs packed; "
         "`paragraph`: one passage per paragraph.",
     )
-    chunk_tokens: int = Field(300, ge=16, le=8192, description="Max o200k tokens per passage.")
-    query: Template = Field(
-        "{{ instruction.text }}", description="What to search for (empty means no block)."
+    chunk_tokens: int = Field(
+        default=300, ge=16, le=8192, description="Max o200k tokens per passage."
     )
-    top_k: int = Field(3, ge=1, le=100, description="At most this many passages.")
-    min_score: float | None = Field(None, ge=0, description="Drop hits scoring below this.")
+    query: Template = Field(
+        default="{{ instruction.text }}", description="What to search for (empty means no block)."
+    )
+    top_k: int = Field(default=3, ge=1, le=100, description="At most this many passages.")
+    min_score: float | None = Field(default=None, ge=0, description="Drop hits scoring below this.")
     template: _OutputTemplate = Field(
-        DEFAULT_TEMPLATE,
+        default=DEFAULT_TEMPLATE,
         description="The block; sees `hits` (each: path, heading, text, score) and `query`.",
     )
     refresh_s: float = Field(
-        60.0, ge=0, description="Check files for changes at most this often (0: every turn)."
+        default=60.0,
+        ge=0,
+        description="Check files for changes at most this often (0: every turn).",
     )
-    max_files: int = Field(10_000, ge=1, description="Index at most this many files.")
-    max_file_bytes: int = Field(1 << 20, ge=1, description="Skip files larger than this.")
-    max_total_bytes: int = Field(64 << 20, ge=1, description="Stop reading after this much.")
+    max_files: int = Field(default=10_000, ge=1, description="Index at most this many files.")
+    max_file_bytes: int = Field(default=1 << 20, ge=1, description="Skip files larger than this.")
+    max_total_bytes: int = Field(
+        default=64 << 20, ge=1, description="Stop reading after this much."
+    )
 
     def index_key(self) -> str:
         """Providers with equal corpus settings share one index."""
