@@ -37,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from composer.errors import ManifestError
+from composer.errors import ComposerError, ManifestError
 from composer.manifest import (
     KeyPath,
     Manifest,
@@ -400,11 +400,17 @@ class _Session:
 
     # -- variables
 
-    def interpolate(self, node: _Scalar) -> tuple[str, tuple[str, ...]]:
-        """``${VAR}``, ``${VAR:-default}`` and ``$${`` in a string; values found are secrets."""
+    def interpolate(self, node: _Scalar, *, record: bool = True) -> tuple[str, tuple[str, ...]]:
+        """``${VAR}``, ``${VAR:-default}`` and ``$${`` in a string; values found are secrets.
+
+        ``record=False`` only peeks (a provider's name, to address its origins): problems and
+        secrets are recorded once, when the value itself is built.
+        """
         raw: str = node.value
         out: list[str] = []
         used: list[str] = []
+        problems: list[ManifestError] = []
+        found: list[str] = []
         i = 0
         while (j := raw.find("$", i)) >= 0:
             out.append(raw[i:j])
@@ -418,16 +424,14 @@ class _Session:
                 continue
             end = raw.find("}", j + 2)
             if end < 0:
-                self.errors.append(
-                    node.mark.error('unclosed "${" (write "$${" for a literal "${")')
-                )
+                problems.append(node.mark.error('unclosed "${" (write "$${" for a literal "${")'))
                 out.append(raw[j:])
                 i = len(raw)
                 break
             name, has_default, default = raw[j + 2 : end].partition(":-")
             i = end + 1
             if not _VARIABLE.fullmatch(name):
-                self.errors.append(
+                problems.append(
                     node.mark.error(
                         f'bad variable reference "${{{name}}}"; a name is letters, digits and _'
                     )
@@ -436,15 +440,15 @@ class _Session:
             try:
                 value = self.variables.get(name)
             except OSError as e:
-                self.errors.append(node.mark.error(f'cannot read secret "{name}": {e.strerror}'))
+                problems.append(node.mark.error(f'cannot read secret "{name}": {e.strerror}'))
                 continue
             if value is None or (has_default and value == ""):
                 if has_default:
                     out.append(default)
-                elif self.lenient:
-                    out.append(raw[j:i])
-                else:
-                    self.errors.append(
+                    continue
+                out.append(raw[j:i])  # kept as written, so no follow-on error about the value
+                if not self.lenient:
+                    problems.append(
                         node.mark.error(
                             f'environment variable "{name}" is not set (use ${{{name}:-default}} '
                             "for a default)"
@@ -453,9 +457,11 @@ class _Session:
                 continue
             out.append(value)
             used.append(name)
-            if value:
-                self.secrets.add(value)
+            found.append(value)
         out.append(raw[i:])
+        if record:
+            self.errors.extend(problems)
+            self.secrets.update(value for value in found if value)
         return "".join(out), tuple(used)
 
     # -- from trees to Python values
@@ -481,13 +487,22 @@ class _Session:
         """Each provider entry with its value and a label for messages (addressed by name)."""
         result = []
         self.origins[("providers",)] = Origin(node.mark.display, node.mark.line, node.mark.column)
+        names: dict[str, _Scalar] = {}
         for i, entry in enumerate(node.items):
             name = _entry_scalar(entry, "name")
             key: str | int = i
             label = f"provider #{i + 1}"
             if name is not None and name.is_str and name.value:
-                key = self.interpolate(name)[0]
-                label = f'provider "{key}"'
+                key, used = self.interpolate(name, record=False)
+                label = f'provider "{name.value if used else key}"'  # a secret name shows raw
+                first = names.setdefault(key, name)
+                if first is not name and first.value != name.value:  # equal raw: reported per file
+                    self.errors.append(
+                        name.mark.error(
+                            f"{label}: the same name as the provider at line {first.mark.line} "
+                            "once variables are substituted"
+                        )
+                    )
             enabled = _entry_scalar(entry, "enabled")
             self.lenient = enabled is not None and enabled.value is False
             try:
@@ -849,9 +864,12 @@ def load_manifest(
             )
         path = settings.manifest
     display = os.fspath(path)
-    try:
-        if types is None:
+    if types is None:
+        try:
             types = ProviderTypes.installed()
+        except ComposerError as e:  # a broken plugin; its message names the entry point
+            raise ManifestError(display, 1, 1, f"cannot load provider types: {e}") from e
+    try:
         session = _Session(settings.variables(environ), types)
         display, file = _select(path, env or settings.env)
         manifest = _load(session, display, file)

@@ -177,3 +177,38 @@ def test_a_default_is_not_a_secret(write, types) -> None:
 def test_a_short_secret_is_masked_only_as_a_whole_word(write, types) -> None:
     manifest = load_text(write, types, '"${X}"', {"X": "ab"})
     assert manifest.redact("tab ab lab") == "tab *** lab"
+
+
+def test_an_unset_variable_in_a_name_is_reported_once(write, types) -> None:
+    write("m.yaml", "version: 1\nproviders:\n  - {name: '${WHO}', type: static, text: x}\n")
+    with pytest.raises(ManifestError) as caught:
+        load_manifest("m.yaml", environ={}, types=types)
+    assert str(caught.value) == (
+        'm.yaml:3:12: environment variable "WHO" is not set (use ${WHO:-default} for a default)'
+    )
+
+
+def test_names_that_collide_once_substituted_are_an_error(write, types) -> None:
+    write(
+        "m.yaml",
+        "version: 1\nproviders:\n  - {name: ops, type: static, text: x}\n"
+        "  - {name: '${TEAM}', type: static, text: y}\n",
+    )
+    with pytest.raises(
+        ManifestError,
+        match=r'^m\.yaml:4:12: provider "\$\{TEAM\}": the same name as the provider at line 3',
+    ):
+        load_manifest("m.yaml", environ={"TEAM": "ops"}, types=types)
+
+
+def test_a_broken_plugin_is_a_manifest_error_naming_it(write, monkeypatch) -> None:
+    from composer.errors import ComposerError
+    from composer.plugins import ProviderTypes
+
+    def broken() -> ProviderTypes:
+        raise ComposerError("cannot load provider type 'x' (pkg.mod:thing): boom")
+
+    monkeypatch.setattr(ProviderTypes, "installed", staticmethod(broken))
+    write("m.yaml", "version: 1\n")
+    with pytest.raises(ManifestError, match=r"^m\.yaml:1:1: cannot load provider types: .*'x'"):
+        load_manifest("m.yaml", environ={})
