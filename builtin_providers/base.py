@@ -23,11 +23,15 @@ class ManifestProvider:
         return template_context(branch, instruction, provider=self.name, extra=extra)
 
     async def provide(self, branch: Any, instruction: Any) -> str | None:
-        """None without doing any work when ``when`` is false (no report row, ADR D2)."""
+        """None without doing any work when ``when`` is false (no report row, ADR D2).
+
+        An empty block is also None. Failures raise (the registry records them, ADR D2);
+        an error never comes back as text the model would read.
+        """
         context = self.context(branch, instruction)
         if self._when is not None and not self._when.evaluate(context):
             return None
-        return await self.produce(branch, instruction, context)
+        return await self.produce(branch, instruction, context) or None
 
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         raise NotImplementedError
