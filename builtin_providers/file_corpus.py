@@ -3,7 +3,8 @@
 The index is built on first use (off the event loop), shared by every registry built from the
 same loaded manifest (``BuildContext.shared``), and rebuilt when a file under the root changes,
 which is checked at most every ``refresh_s`` seconds. Ranking is BM25 (``bm25s``, Lucene
-variant) over lower-cased alphanumeric words minus English stop words, no stemming.
+variant) over lower-cased alphanumeric words minus English stop words, with plurals folded
+(Harman's S-stemmer; no other stemming).
 """
 
 from __future__ import annotations
@@ -59,8 +60,20 @@ _STOPWORDS = frozenset(STOPWORDS_EN)
 _WORD = re.compile(r"[^\W_]+")
 
 
+def _s_stem(word: str) -> str:
+    """Harman's S-stemmer: fold English plurals (``deploys`` -> ``deploy``), nothing more."""
+    if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if len(word) > 2 and word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
 def _words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+    """BM25 terms: lower-case alphanumeric runs, English stop words dropped, plurals folded."""
+    return [_s_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
 
 
 class FileCorpusConfig(ProviderConfig):
