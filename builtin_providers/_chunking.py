@@ -71,38 +71,49 @@ def _sections(text: str) -> Iterator[tuple[str | None, list[str]]]:
         yield heading, paragraphs
 
 
-def _pack(pieces: list[str], separator: str, max_tokens: int) -> Iterator[str]:
-    """Greedy runs of ``pieces`` whose joined size stays within ``max_tokens``."""
+Piece = tuple[str, int]  # text and its exact token count
+
+
+def _pack(pieces: list[Piece], separator: str, max_tokens: int) -> Iterator[Piece]:
+    """Greedy runs of ``pieces`` joined by ``separator``, each estimated within ``max_tokens``.
+
+    A run's count is the sum of its pieces plus the separators: an estimate, exact for a run
+    of one piece; callers re-count runs of several.
+    """
     run: list[str] = []
     run_tokens = 0
     glue = count_tokens(separator) if separator.strip() else 1
-    for piece in pieces:
-        tokens = count_tokens(piece)
+    for text, tokens in pieces:
         if run and run_tokens + glue + tokens <= max_tokens:
-            run.append(piece)
+            run.append(text)
             run_tokens += glue + tokens
             continue
         if run:
-            yield separator.join(run)
-        run, run_tokens = [piece], tokens
+            yield separator.join(run), run_tokens if len(run) == 1 else -1
+        run, run_tokens = [text], tokens
     if run:
-        yield separator.join(run)
+        yield separator.join(run), run_tokens if len(run) == 1 else -1
 
 
-def _split_long(text: str, max_tokens: int) -> Iterator[str]:
-    """``text`` cut into pieces of at most ``max_tokens``: lines, then words, then characters."""
-    if count_tokens(text) <= max_tokens:
-        yield text
+def _split_long(text: str, max_tokens: int, tokens: int = -1) -> Iterator[Piece]:
+    """``text`` cut into pieces of at most ``max_tokens``: lines, then words, then characters.
+
+    ``tokens`` is the count of ``text`` when already known (-1: count it).
+    """
+    tokens = count_tokens(text) if tokens < 0 else tokens
+    if tokens <= max_tokens:
+        yield text, tokens
         return
     for separator, splitter in _SPLITTERS:
-        parts = [p for p in splitter(text) if p.strip()]
+        parts = [(p, count_tokens(p)) for p in splitter(text) if p.strip()]
         if len(parts) > 1:
-            for packed in _pack(parts, separator, max_tokens):
-                yield from _split_long(packed, max_tokens)
+            for packed, packed_tokens in _pack(parts, separator, max_tokens):
+                yield from _split_long(packed, max_tokens, packed_tokens)
             return
     step = max(max_tokens // 4, 1)
     for start in range(0, len(text), step):
-        yield text[start : start + step]
+        piece = text[start : start + step]
+        yield piece, count_tokens(piece)
 
 
 _SPLITTERS: tuple[tuple[str, Callable[[str], list[str]]], ...] = (
@@ -122,7 +133,7 @@ def split_passages(path: str, text: str, chunk_by: ChunkBy, max_tokens: int) -> 
     for heading, paragraphs in _sections(text):
         pieces = [piece for p in paragraphs for piece in _split_long(p, max_tokens)]
         groups = _pack(pieces, "\n\n", max_tokens) if chunk_by == "heading" else iter(pieces)
-        for group in groups:
-            for piece in _split_long(group, max_tokens):  # packing estimates; verify
+        for group, tokens in groups:
+            for piece, _ in _split_long(group, max_tokens, tokens):  # re-counts packed runs
                 passages.append(Passage(path, heading, piece.strip()))
     return [p for p in passages if p.text]

@@ -10,6 +10,7 @@ variant) over lower-cased alphanumeric words minus English stop words, with plur
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -60,6 +61,7 @@ _STOPWORDS = frozenset(STOPWORDS_EN)
 _WORD = re.compile(r"[^\W_]+")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _s_stem(word: str) -> str:
     """Harman's S-stemmer: fold English plurals (``deploys`` -> ``deploy``), nothing more."""
     if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
