@@ -569,8 +569,16 @@ class _Session:
         return None
 
     def redacted(self, error: ManifestError) -> ManifestError:
-        message = redact(error.message, self.secrets)
+        """``error`` as shown: secrets masked, on one line whatever names it quotes."""
+        message = _CONTROL.sub(_escape, redact(error.message, self.secrets))
         return ManifestError(error.path, error.line, error.column, message)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return repr(match.group())[1:-1]
 
 
 def _entry_scalar(entry: _Node, key: str) -> _Scalar | None:
@@ -830,7 +838,10 @@ def _select(path: str | os.PathLike[str], env: str | None) -> tuple[str, Path]:
         )
     if not _VARIABLE.fullmatch(env.replace("-", "_")) or not (file / f"{env}.yaml").is_file():
         raise ManifestError(
-            display, 1, 1, f'no manifest for environment "{env}" here (found: {listing})'
+            display,
+            1,
+            1,
+            f'no manifest for environment "{_CONTROL.sub(_escape, env)}" here (found: {listing})',
         )
     return os.path.join(display, f"{env}.yaml"), file / f"{env}.yaml"
 

@@ -226,6 +226,11 @@ CASES: list[tuple[str, dict[str, str | bytes], str]] = [
         {"m.yaml": HEAD + "  - name: p\n    type: probe\n    items: [a, [b]]\n"},
         r'm\.yaml:5:16: provider "p": items\[1\]: must be a string$',
     ),
+    (
+        "multi-line-type",
+        {"m.yaml": HEAD + "  - name: t\n    type: static\n   \n      x\n"},
+        r'm\.yaml:4:11: provider "t": unknown provider type "static\\nx" \(did you mean "static"\?\); known',
+    ),
     # -- templates
     (
         "template-syntax",
