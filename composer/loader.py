@@ -322,6 +322,7 @@ class _Session:
     origins: dict[KeyPath, Origin] = field(default_factory=dict)
     lenient: bool = False  # inside a disabled provider, an unset variable is no error
     variables_of: dict[int, tuple[str, ...]] = field(default_factory=dict)  # id(scalar) -> names
+    unresolved: set[int] = field(default_factory=set)  # id(scalar) with an unset variable
 
     # -- files
 
@@ -460,6 +461,8 @@ class _Session:
             found.append(value)
         out.append(raw[i:])
         if record:
+            if problems:
+                self.unresolved.add(id(node))
             self.errors.extend(problems)
             self.secrets.update(value for value in found if value)
         return "".join(out), tuple(used)
@@ -529,7 +532,7 @@ class _Session:
         try:
             manifest = Manifest.model_validate(data)
         except ValidationError as e:
-            self.errors.extend(_translate(e, tree, Manifest, "", self.variables_of))
+            self.errors.extend(_translate(e, tree, Manifest, "", self))
             return None
         return manifest
 
@@ -561,7 +564,7 @@ class _Session:
         try:
             return model.model_validate(value)
         except ValidationError as e:
-            self.errors.extend(_translate(e, entry, model, label, self.variables_of))
+            self.errors.extend(_translate(e, entry, model, label, self))
         except Exception as e:  # a plugin's validator raising something pydantic does not wrap
             self.errors.append(
                 entry.mark.error(f"{label}: rejected by type {type_name!r} ({type(e).__name__})")
@@ -652,12 +655,13 @@ def _translate(
     tree: _Node,
     model: type[BaseModel],
     label: str,
-    variables_of: Mapping[int, tuple[str, ...]],
+    session: _Session,
 ) -> list[ManifestError]:
     """One located, human-worded ManifestError per pydantic error (input never echoed).
 
     A validator's own words about a value that came from variables are not shown at all
-    (they may quote part of the secret); the message names the variables instead.
+    (they may quote part of the secret); the message names the variables instead. A value
+    with an unset variable was already reported, so what pydantic says about it is dropped.
     """
     results: list[ManifestError] = []
     seen: set[tuple[int, int, str]] = set()
@@ -666,7 +670,9 @@ def _translate(
         kind = item["type"]
         mark, path, node = _locate(tree, loc, key_of_last=kind == "extra_forbidden")
         where = _dotted(path)
-        used = variables_of.get(id(node), ())
+        if id(node) in session.unresolved:
+            continue
+        used = session.variables_of.get(id(node), ())
         if kind == "extra_forbidden":
             key = str(loc[-1]) if loc else "?"
             message = f'unknown key "{key}"' + (f" in {where}" if where else "")

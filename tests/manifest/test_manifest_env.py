@@ -212,3 +212,12 @@ def test_a_broken_plugin_is_a_manifest_error_naming_it(write, monkeypatch) -> No
     write("m.yaml", "version: 1\n")
     with pytest.raises(ManifestError, match=r"^m\.yaml:1:1: cannot load provider types: .*'x'"):
         load_manifest("m.yaml", environ={})
+
+
+def test_an_unset_variable_brings_no_follow_on_error(write, types) -> None:
+    write("m.yaml", "version: 1\nproviders:\n  - {name: p, type: probe, count: '${N}'}\n")
+    with pytest.raises(ManifestError) as caught:
+        load_manifest("m.yaml", environ={}, types=types)
+    assert [e.message for e in caught.value.errors] == [
+        'environment variable "N" is not set (use ${N:-default} for a default)'
+    ]
