@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -16,7 +16,9 @@ from builtin_providers.memory import MemoryConfig
 from builtin_providers.static import StaticConfig
 from composer.build import attach
 from composer.manifest import Manifest
-from tests.providers.conftest import LocalServer
+
+if TYPE_CHECKING:
+    from tests.providers.conftest import LocalServer
 
 NAMES = ["rules", "runbooks", "memory", "status"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -16,7 +16,9 @@ from builtin_providers.http import HttpConfig, HttpProvider
 from composer.errors import ProviderError
 from composer.registry import ContextProviderRegistry
 from composer.turn import Branch, Instruction
-from tests.providers.conftest import LocalServer
+
+if TYPE_CHECKING:
+    from tests.providers.conftest import LocalServer
 
 Make = Callable[..., HttpProvider]
 
