@@ -272,11 +272,19 @@ class HttpProvider(ManifestProvider):
         self._body = compile_template(request.body) if request.body is not None else None
         self._template = compile_template(config.response.template, _RESPONSE_NAMES)
         self._client = client
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         self._owns_client = client is None
 
     @property
     def client(self) -> httpx.AsyncClient:
-        """The client, created on first use: no proxies or .netrc from the environment."""
+        """The client, created on first use: no proxies or .netrc from the environment.
+
+        Connections belong to the event loop that opened them, so a client made on a loop
+        that has since ended (one ``asyncio.run`` per CLI command) is replaced, not reused.
+        """
+        loop = asyncio.get_running_loop()
+        if self._owns_client and self._client is not None and self._client_loop is not loop:
+            self._client = None
         if self._client is None:
             _redact_httpx_logs()
             self._client = httpx.AsyncClient(
@@ -284,15 +292,14 @@ class HttpProvider(ManifestProvider):
                 follow_redirects=False,
                 timeout=httpx.Timeout(self.config.request.timeout_s),
             )
+            self._client_loop = loop
         return self._client
 
     async def aclose(self) -> None:
         """Close the client this provider created (an injected one belongs to its owner)."""
-        client, self._client = self._client, None
-        if client is not None and self._owns_client:
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
             await client.aclose()
-        if not self._owns_client:
-            self._client = client
 
     def __repr__(self) -> str:
         method = self.config.request.method if self._method.is_constant else "(templated)"
