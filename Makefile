@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/registry_demo.py
+	$(BIN)/composer preview configs --env dev --instruction "The API returns 502 errors after the deploy, what do I do?"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

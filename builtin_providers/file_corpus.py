@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 import bm25s
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN
+from bm25s.stopwords import STOPWORDS_EN_PLUS
 from pydantic import Field
 
 from builtin_providers._chunking import ChunkBy, Passage, split_passages
@@ -57,7 +57,7 @@ Progress = Callable[[int, int], None]
 _TEMPLATE_NAMES = CONTEXT_NAMES | {"hits", "query"}
 _OutputTemplate = Annotated[str, template_check("hits", "query")]
 
-_STOPWORDS = frozenset(STOPWORDS_EN)
+_STOPWORDS = frozenset(STOPWORDS_EN_PLUS)
 _WORD = re.compile(r"[^\W_]+")
 
 

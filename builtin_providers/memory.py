@@ -101,7 +101,8 @@ class MemoryConfig(ProviderConfig):
         description="One hit; sees `item` (id, content, tags, metadata) and `index` (1-based).",
     )
     header: Template | None = Field(
-        default=None, description="Text before the items, when any match."
+        default=None,
+        description="Text before the items, when any match; followed by `separator`.",
     )
     separator: str = Field(default="\n", description="Between rendered items.")
     writeback: bool | WritebackConfig = Field(
@@ -200,7 +201,7 @@ class MemoryProvider(ManifestProvider):
         ]
         body = self.config.separator.join(rendered)
         if self._header is not None:
-            body = self._header.render(context) + body
+            body = self._header.render(context) + self.config.separator + body
         return body
 
     def __repr__(self) -> str:

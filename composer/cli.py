@@ -1,45 +1,39 @@
-"""The ``composer`` command: ``validate`` and ``schema`` (more subcommands plug in the same way).
+"""The ``composer`` command: validate, preview, explain, diff and schema.
 
 Each subcommand is a pair of functions: ``add_<name>(subparsers)`` declares its arguments and
 sets ``run=<function>``, and the run function takes the parsed arguments and an ``Output`` and
 returns the exit code. ``main(argv)`` returns that code instead of exiting, so tests call it.
 Diagnostics go to stderr as ``file:line:col: message`` (compilers' format, so editors and CI
-annotate them); colour only on a terminal and never with ``NO_COLOR`` set.
+annotate them); colour and tables only on a terminal and never with ``NO_COLOR`` set. Every
+line that could hold a value from a ``${VAR}`` goes through ``Manifest.redact``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 from composer import __version__
+from composer.checks import manifest_warnings
 from composer.errors import ComposerError, ManifestError
+from composer.explain import diff_manifests, explain_lines
 from composer.loader import load_manifest
-from composer.manifest import Manifest, Origin, manifest_model
-from composer.plugins import ProviderTypes
-from composer.templating import compile_template
-from composer.tokens import count_tokens
+from composer.manifest import Manifest
+from composer.preview import DEFAULT_SYSTEM, Preview, PreviewDocument, ProviderRow, run_preview
+from composer.schema import manifest_schema
 
 __all__ = [
     "COMMANDS",
-    "Finding",
     "Output",
-    "add_schema",
-    "add_validate",
     "build_parser",
     "main",
-    "manifest_schema",
-    "manifest_warnings",
-    "run_schema",
-    "run_validate",
 ]
-
-SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 class Output:
@@ -52,6 +46,16 @@ class Output:
 
     def print(self, text: str) -> None:
         print(text, file=self.out)
+
+    @property
+    def colour(self) -> bool:
+        """Whether results may use colour and box tables (stdout is a terminal, no NO_COLOR)."""
+        return _wants_colour(self.out)
+
+    @property
+    def interactive(self) -> bool:
+        """Whether progress may be drawn on stderr."""
+        return self._colour
 
     def error(self, text: str) -> None:
         self._diagnostic(text, "red")
@@ -80,80 +84,256 @@ def _wants_colour(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-# --------------------------------------------------------------------------- validate
+# --------------------------------------------------------------------------- shared
 
 
-@dataclass(frozen=True)
-class Finding:
-    """A legal but suspicious value: where it is and why it is suspicious."""
-
-    origin: Origin | None
-    message: str
-
-    def render(self, fallback: str) -> str:
-        where = self.origin.location if self.origin is not None else f"{fallback}:1:1"
-        return f"{where}: warning: {self.message}"
-
-
-def manifest_warnings(manifest: Manifest) -> list[Finding]:
-    """What ``validate`` warns about: values the ADR accepts that rarely mean what was meant.
-
-    ``max_tokens: 0`` is no cap at all (ADR-0008 D3 tests truthiness); a cap above the budget
-    never binds; a provider whose fixed text alone is over its cap or the budget is always
-    skipped. Disabled providers are not checked.
-    """
-    findings: list[Finding] = []
-    budget = manifest.budget
-    if budget == 0:
-        findings.append(
-            Finding(manifest.origin("budget"), "budget: 0 admits no block with any text")
-        )
-    for config in manifest.providers:
-        if not config.enabled:
-            continue
-        label = f'provider "{config.name}"'
-        where = manifest.origin("providers", config.name, "max_tokens")
-        cap = config.max_tokens
-        if cap == 0:
-            findings.append(
-                Finding(
-                    where,
-                    f"{label}: max_tokens: 0 means no cap (ADR-0008 D3); "
-                    "remove it or set a positive cap",
-                )
-            )
-        elif cap is not None and cap > budget:
-            findings.append(
-                Finding(
-                    where,
-                    f"{label}: max_tokens {cap} is above the budget {budget}, so it never applies",
-                )
-            )
-        least = _fixed_tokens(config)
-        if least is not None and (least > budget or (cap and least > cap)):
-            limit = f"its max_tokens {cap}" if cap and least > cap else f"the budget {budget}"
-            findings.append(
-                Finding(
-                    manifest.origin("providers", config.name, "text")
-                    or manifest.origin("providers", config.name),
-                    f"{label}: its fixed text is {least} tokens, over {limit}; "
-                    "it can never be admitted",
-                )
-            )
-    return findings
-
-
-def _fixed_tokens(config: Any) -> int | None:
-    """Tokens of a provider's text when that text is constant (no template syntax), else None."""
-    text = getattr(config, "text", None)
-    if not isinstance(text, str) or not text:
-        return None
+def _load(args: argparse.Namespace, output: Output, env: str | None = None) -> Manifest | None:
+    """The manifest named on the command line, or None after printing its located errors."""
     try:
-        if not compile_template(text).is_constant:
-            return None
-    except ComposerError:
+        return load_manifest(args.manifest, env=env if env is not None else args.env)
+    except ManifestError as e:
+        for error in e.errors:
+            output.error(f"{error.location}: {error.message}")
         return None
-    return count_tokens(text)
+
+
+def _add_manifest_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("manifest", metavar="MANIFEST", help="a manifest file or a folder")
+    parser.add_argument("--env", help="environment: picks <MANIFEST>/<ENV>.yaml from a folder")
+
+
+# --------------------------------------------------------------------------- preview
+
+_OUTCOME_TEXT = {
+    "fired": "fired",
+    "skipped_max_tokens": "skipped: over its max_tokens",
+    "skipped_budget": "skipped: over the budget",
+    "failed": "failed",
+    "empty": "empty: returned nothing",
+    "not_called": "not called: branch has no system text",
+    "disabled": "disabled",
+}
+_OUTCOME_STYLE = {"fired": "green", "failed": "red", "skipped_max_tokens": "yellow"}
+_OUTCOME_STYLE["skipped_budget"] = "yellow"
+
+
+def add_preview(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "preview",
+        help="run one real turn and show what the model would see",
+        description=(
+            "Load MANIFEST, build its registry and run one real gather for INSTRUCTION, as the "
+            "runtime would before a model turn. Prints one row per declared provider (outcome, "
+            "tokens, milliseconds), the budget used, and the exact folded text the model would "
+            "see: system text + injected blocks + guidance. Provider failures are contained "
+            "(exit 0) unless --strict. The http provider makes real requests."
+        ),
+    )
+    _add_manifest_arguments(parser)
+    parser.add_argument("--instruction", required=True, help="the user turn to preview")
+    system = parser.add_mutually_exclusive_group()
+    system.add_argument(
+        "--system",
+        help="the branch's system text (default: a stand-in, so that providers are called)",
+    )
+    system.add_argument(
+        "--no-system",
+        action="store_true",
+        help="preview a branch without system text (ADR-0008: no provider is called)",
+    )
+    parser.add_argument("--branch-name", help="the branch name templates see as branch.name")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when any provider failed")
+    parser.set_defaults(run=run_preview_command)
+
+
+def run_preview_command(args: argparse.Namespace, output: Output) -> int:
+    manifest = _load(args, output)
+    if manifest is None:
+        return 1
+    system = None if args.no_system else args.system if args.system is not None else DEFAULT_SYSTEM
+    shown = str(manifest.path or args.manifest)
+    try:
+        preview = asyncio.run(
+            run_preview(
+                manifest,
+                args.instruction,
+                system=system,
+                branch_name=args.branch_name,
+                progress=_progress_factory(output),
+            )
+        )
+    except ComposerError as e:
+        output.error(manifest.redact(f"composer: {e}"))
+        return 1
+    preview.default_system = system == DEFAULT_SYSTEM and args.system is None
+    if args.json:
+        document = PreviewDocument.of(preview, manifest=shown, env=args.env)
+        output.print(manifest.redact(document.model_dump_json(indent=2)))
+    else:
+        _print_preview(preview, shown, args.env, manifest, output)
+    return 1 if args.strict and preview.report.failed else 0
+
+
+def _progress_factory(output: Output) -> Callable[[str], Callable[[int, int], None] | None]:
+    """Progress for index builds: a live bar on a terminal, one summary line otherwise."""
+
+    def make(name: str) -> Callable[[int, int], None] | None:
+        started = time.perf_counter()
+        if output.interactive:
+            return _TerminalProgress(name, output.err)
+
+        def report(done: int, total: int) -> None:
+            if done == total and time.perf_counter() - started > 1:
+                print(f"composer: indexed {name}: {total} files", file=output.err)
+
+        return report
+
+    return make
+
+
+class _TerminalProgress:
+    """A one-line ``indexing NAME: done/total`` counter, redrawn in place on stderr."""
+
+    def __init__(self, name: str, stream: TextIO) -> None:
+        self.name = name
+        self.stream = stream
+        self.started = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        if time.perf_counter() - self.started < 0.3 and done < total:
+            return  # only shown when indexing takes more than a moment
+        end = "\n" if done >= total else ""
+        self.stream.write(f"\rindexing {self.name}: {done}/{total} files{end}")
+        self.stream.flush()
+
+
+def _row_cells(row: ProviderRow) -> list[str]:
+    outcome = _OUTCOME_TEXT[row.outcome]
+    if row.error:
+        outcome = f"{outcome}: {row.error}"
+    return [
+        row.name,
+        row.type,
+        str(row.priority),
+        "-" if row.max_tokens is None else str(row.max_tokens),
+        outcome,
+        "-" if row.tokens is None else str(row.tokens),
+        "-" if row.ms is None else f"{row.ms:.1f}",
+    ]
+
+
+_HEADERS = ["provider", "type", "priority", "max_tokens", "outcome", "tokens", "ms"]
+_RIGHT = {2, 3, 5, 6}
+
+
+def _print_preview(
+    preview: Preview, shown: str, env: str | None, manifest: Manifest, output: Output
+) -> None:
+    redact = manifest.redact
+    rows = [[redact(cell) for cell in _row_cells(row)] for row in preview.rows]
+    output.print(f"manifest: {shown}" + (f" (env {env})" if env else ""))
+    output.print(f"instruction: {redact(json.dumps(preview.instruction, ensure_ascii=False))}")
+    if preview.system is None:
+        output.print("system: none (--no-system): no provider is called (ADR-0008 D4)")
+    elif preview.default_system:
+        output.print(
+            f"system: a stand-in {json.dumps(preview.system)}, so that providers are called "
+            "(give --system for the real one)"
+        )
+    output.print("")
+    if output.colour:
+        _print_rich_table(rows, [row.outcome for row in preview.rows], output)
+    else:
+        widths = [max(len(r[i]) for r in [_HEADERS, *rows]) for i in range(len(_HEADERS))]
+        for cells in [_HEADERS, *rows]:
+            padded = [
+                cell.rjust(widths[i]) if i in _RIGHT else cell.ljust(widths[i])
+                for i, cell in enumerate(cells)
+            ]
+            output.print("  ".join(padded).rstrip())
+    output.print("")
+    output.print(f"budget: {preview.used} of {preview.budget} tokens used")
+    output.print("")
+    output.print("----- model-visible guidance: system + injected blocks + guidance -----")
+    output.print(redact(preview.guidance or ""))
+    output.print("----- end -----")
+
+
+def _print_rich_table(rows: list[list[str]], outcomes: list[str], output: Output) -> None:
+    from rich.console import Console  # only paid for on a terminal
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for i, header in enumerate(_HEADERS):
+        table.add_column(header, justify="right" if i in _RIGHT else "left")
+    for cells, outcome in zip(rows, outcomes, strict=True):
+        table.add_row(*cells, style=_OUTCOME_STYLE.get(outcome))
+    Console(file=output.out, highlight=False, emoji=False).print(table)
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def add_explain(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "explain",
+        help="show the effective manifest, each value with the file and line it came from",
+        description=(
+            "Print the manifest as it is after extends, overlays and ${VAR}: every value with "
+            "`# file:line:col` of the file that set it, or `# default`. Values that came from "
+            "variables are shown as written (${NAME}), never as their value."
+        ),
+    )
+    _add_manifest_arguments(parser)
+    parser.set_defaults(run=run_explain)
+
+
+def run_explain(args: argparse.Namespace, output: Output) -> int:
+    manifest = _load(args, output)
+    if manifest is None:
+        return 1
+    output.print(f"# effective manifest: {manifest.path or args.manifest}")
+    for line in explain_lines(manifest):
+        output.print(line)
+    return 0
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def add_diff(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "diff",
+        help="what differs between two environments, provider by provider",
+        description=(
+            "Load MANIFEST for two environments (--env A --env B) and list every value that "
+            "differs: `~` changed, `+` only in B, `-` only in A, each with where it was set. "
+            "Exit 0 whether or not they differ; 1 when either does not load."
+        ),
+    )
+    parser.add_argument("manifest", metavar="MANIFEST", help="a folder of per-environment files")
+    parser.add_argument(
+        "--env", action="append", required=True, help="give exactly two: --env A --env B"
+    )
+    parser.set_defaults(run=run_diff)
+
+
+def run_diff(args: argparse.Namespace, output: Output) -> int:
+    if len(args.env) != 2:
+        output.error("composer diff: give exactly two environments: --env A --env B")
+        return 2
+    first, second = (_load(args, output, env=env) for env in args.env)
+    if first is None or second is None:
+        return 1
+    changes = diff_manifests(first, second)
+    output.print(f"# {args.env[0]} -> {args.env[1]}: {len(changes)} differences")
+    for change in changes:
+        output.print(change.describe())
+    return 0
+
+
+# --------------------------------------------------------------------------- validate
 
 
 def add_validate(subparsers: Any) -> None:
@@ -166,17 +346,13 @@ def add_validate(subparsers: Any) -> None:
             "included), 1 when not."
         ),
     )
-    parser.add_argument("manifest", metavar="MANIFEST", help="a manifest file or a folder")
-    parser.add_argument("--env", help="environment: picks <MANIFEST>/<ENV>.yaml from a folder")
+    _add_manifest_arguments(parser)
     parser.set_defaults(run=run_validate)
 
 
 def run_validate(args: argparse.Namespace, output: Output) -> int:
-    try:
-        manifest = load_manifest(args.manifest, env=args.env)
-    except ManifestError as e:
-        for error in e.errors:
-            output.error(f"{error.location}: {error.message}")
+    manifest = _load(args, output)
+    if manifest is None:
         return 1
     shown = str(manifest.path or args.manifest)
     for finding in manifest_warnings(manifest):
@@ -192,33 +368,6 @@ def run_validate(args: argparse.Namespace, output: Output) -> int:
 
 
 # --------------------------------------------------------------------------- schema
-
-
-def manifest_schema(types: ProviderTypes | None = None, *, overlay: bool = False) -> dict[str, Any]:
-    """JSON Schema of a manifest, each installed type a member of a union on ``type``.
-
-    ``overlay`` relaxes it for files that ``extends`` another: nothing is required there, since
-    an entry may update a base provider by name alone.
-    """
-    types = types if types is not None else ProviderTypes.installed()
-    model = manifest_model(ptype.config for ptype in types)
-    schema: dict[str, Any] = {"$schema": SCHEMA_DIALECT, **model.model_json_schema()}
-    schema["title"] = "composer manifest (overlay)" if overlay else "composer manifest"
-    if overlay:
-        schema = _relaxed(schema)
-    return schema
-
-
-def _relaxed(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {
-            ("anyOf" if key == "oneOf" else key): _relaxed(value)
-            for key, value in node.items()
-            if key not in ("required", "discriminator")
-        }
-    if isinstance(node, list):
-        return [_relaxed(item) for item in node]
-    return node
 
 
 def add_schema(subparsers: Any) -> None:
@@ -250,7 +399,13 @@ def run_schema(args: argparse.Namespace, output: Output) -> int:
 
 # --------------------------------------------------------------------------- main
 
-COMMANDS: list[Callable[[Any], None]] = [add_validate, add_schema]
+COMMANDS: list[Callable[[Any], None]] = [
+    add_validate,
+    add_preview,
+    add_explain,
+    add_diff,
+    add_schema,
+]
 """The subcommands, in ``--help`` order; a new one appends its ``add_<name>`` here."""
 
 

@@ -9,8 +9,11 @@ registry and its four report lists are used unchanged.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from composer.build import build_registry
 from composer.manifest import Manifest
@@ -19,7 +22,18 @@ from composer.registry import ContextProviderRegistry, ProviderReport
 from composer.tokens import count_tokens
 from composer.turn import Branch, Instruction, prepare_turn
 
-__all__ = ["DEFAULT_SYSTEM", "Outcome", "Preview", "ProviderRow", "run_preview"]
+__all__ = [
+    "DEFAULT_SYSTEM",
+    "DocumentBudget",
+    "DocumentFired",
+    "DocumentReport",
+    "DocumentRow",
+    "Outcome",
+    "Preview",
+    "PreviewDocument",
+    "ProviderRow",
+    "run_preview",
+]
 
 DEFAULT_SYSTEM = "You are a helpful assistant.\n"
 """System text used when none is given, so that providers are called (ADR D4: a systemless
@@ -104,6 +118,7 @@ async def run_preview(
     system: str | None = DEFAULT_SYSTEM,
     branch_name: str | None = None,
     types: ProviderTypes | None = None,
+    progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
 ) -> Preview:
     """Build the manifest's registry, run one turn through ``prepare_turn``, explain each row.
 
@@ -111,6 +126,8 @@ async def run_preview(
     called). Error texts are passed through ``manifest.redact`` so no secret is shown.
     """
     built = build_registry(manifest, types=types)
+    if progress is not None:
+        await _prepare(built, progress)
     registry = ContextProviderRegistry(budget=built.budget)
     recorders: dict[str, _Recorder] = {}
     enabled = [config for config in manifest.providers if config.enabled]
@@ -163,9 +180,91 @@ async def run_preview(
     )
 
 
+async def _prepare(
+    registry: ContextProviderRegistry,
+    progress: Callable[[str], Callable[[int, int], None] | None],
+) -> None:
+    """Let providers with a ``prepare`` step (a corpus index) do it now, reporting progress."""
+    for name, provider in zip(registry.names, registry.providers, strict=True):
+        prepare = getattr(provider, "prepare", None)
+        if prepare is not None:
+            await prepare(progress(name))
+
+
 async def _close(providers: list[Any]) -> None:
     """Close providers that hold resources (an HTTP client), so a one-shot preview leaks none."""
     for provider in providers:
         aclose = getattr(provider, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DocumentRow(_Document):
+    """One declared provider (``providers[i]`` of the JSON document)."""
+
+    name: str
+    type: str
+    priority: int
+    max_tokens: int | None
+    outcome: Outcome
+    tokens: int | None
+    ms: float | None
+    error: str | None
+
+
+class DocumentBudget(_Document):
+    total: int
+    used: int
+
+
+class DocumentFired(_Document):
+    provider_name: str
+    tokens: int
+
+
+class DocumentReport(_Document):
+    """The registry's own ProviderReport lists, unchanged (ADR-0008 D5)."""
+
+    blocks: list[str]
+    fired: list[DocumentFired]
+    skipped: list[str]
+    failed: list[str]
+
+
+class PreviewDocument(_Document):
+    """The stable shape of ``composer preview --json`` (version 1)."""
+
+    version: Literal[1] = 1
+    manifest: str
+    env: str | None
+    instruction: str
+    system: str | None
+    default_system: bool
+    budget: DocumentBudget
+    providers: list[DocumentRow]
+    report: DocumentReport
+    guidance: str | None
+
+    @classmethod
+    def of(cls, preview: Preview, *, manifest: str, env: str | None) -> PreviewDocument:
+        report = preview.report
+        return cls(
+            manifest=manifest,
+            env=env,
+            instruction=preview.instruction,
+            system=preview.system,
+            default_system=preview.default_system,
+            budget=DocumentBudget(total=preview.budget, used=preview.used),
+            providers=[DocumentRow(**vars(row)) for row in preview.rows],
+            report=DocumentReport(
+                blocks=list(report.blocks),
+                fired=[DocumentFired(**row) for row in report.fired],
+                skipped=list(report.skipped),
+                failed=list(report.failed),
+            ),
+            guidance=preview.guidance,
+        )

@@ -6,9 +6,10 @@ import json
 from typing import Any, Literal
 
 from builtin_providers.static import provider_type as static_type
-from composer.cli import main, manifest_schema
+from composer.cli import main
 from composer.manifest import ProviderConfig
 from composer.plugins import ProviderType, ProviderTypes
+from composer.schema import manifest_schema
 
 
 class OtherConfig(ProviderConfig):

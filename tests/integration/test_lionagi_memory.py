@@ -50,7 +50,7 @@ async def test_source_branch_searches_lionagis_store(make_branch: Any, chat_serv
     policies = memory(
         "policies",
         query={"text": "refund", "tags": ["policy"], "limit": 5},
-        header="Policies:\n",
+        header="Policies:",
         template="{{ index }}. {{ item.content }}",
     )
     queries: list[Any] = []

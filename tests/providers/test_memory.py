@@ -125,7 +125,7 @@ async def test_provider_on_jsonl_with_templated_query(memfile: Path) -> None:
         {"jsonl": memfile},
         query={"text": "{{ instruction.text }}", "filters": {"team": "{{ branch.metadata.team }}"}},
         template="{{ index }}. {{ item.content }} {{ item.tags }}",
-        header="Memory:\n",
+        header="Memory:",
     )
     block = await provider.provide(Branch("s", metadata={"team": "ops"}), Instruction("deploy"))
     assert (
