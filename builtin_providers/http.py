@@ -183,8 +183,10 @@ class HttpConfig(ProviderConfig):
     """Call an HTTP endpoint each turn and format its answer."""
 
     type: Literal["http"] = "http"
-    request: RequestConfig
-    response: ResponseConfig = ResponseConfig()
+    request: RequestConfig = Field(description="What to send; every string is a template.")
+    response: ResponseConfig = Field(
+        default=ResponseConfig(), description="How the answer becomes the block."
+    )
 
 
 @dataclass

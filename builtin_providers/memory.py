@@ -95,7 +95,10 @@ class MemoryConfig(ProviderConfig):
     source: Literal["branch"] | JsonlSource = Field(
         default="branch", description="`branch` (branch.memory) or `{jsonl: path}`."
     )
-    query: MemoryQueryConfig = MemoryQueryConfig()
+    query: MemoryQueryConfig = Field(
+        default=MemoryQueryConfig(),
+        description="The MemoryQuery sent each turn; every string in it is a template.",
+    )
     template: _ItemTemplate = Field(
         default=DEFAULT_ITEM_TEMPLATE,
         description="One hit; sees `item` (id, content, tags, metadata) and `index` (1-based).",

@@ -193,7 +193,13 @@ class Manifest(StrictModel):
         None, description="A base manifest this one overlays, relative to this file."
     )
     providers: list[SerializeAsAny[ProviderConfig]] = Field(default_factory=list)
-    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    runtime: RuntimeConfig = Field(
+        default_factory=RuntimeConfig,
+        description=(
+            "Reserved for opt-in runtime features beyond ADR-0008; empty (the only value "
+            "accepted today) means the ADR's behaviour exactly."
+        ),
+    )
 
     _path: Path | None = PrivateAttr(None)
     _secrets: frozenset[str] = PrivateAttr(frozenset())

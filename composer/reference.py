@@ -38,7 +38,7 @@ def _type_name(annotation: Any) -> str:
     if origin is dict:
         return f"mapping of {_type_name(args[1])}" if len(args) == 2 else "mapping"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return "mapping (below)"
+        return "mapping (below)" if annotation.model_fields else "mapping"
     if annotation is typing.Any:
         return "any"
     return _NAMES.get(annotation, getattr(annotation, "__name__", str(annotation)))
@@ -47,16 +47,14 @@ def _type_name(annotation: Any) -> str:
 def _default(field: Any) -> str:
     if field.is_required():
         return "required"
-    if field.default_factory is not None:
-        value = field.default_factory()
-        if isinstance(value, BaseModel):
-            return "{}"
-        return f"`{value!r}`" if value not in ([], {}) else f"`{value}`"
-    if field.default is PydanticUndefined or field.default is None:
-        return "null" if field.default is None else ""
-    if isinstance(field.default, bool):
-        return f"`{str(field.default).lower()}`"
-    return f"`{field.default!r}`"
+    value = field.default_factory() if field.default_factory is not None else field.default
+    if isinstance(value, BaseModel):
+        return "see below" if type(value).model_fields else "`{}`"
+    if value is None or value is PydanticUndefined:
+        return "null"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value!r}`"
 
 
 def _nested(annotation: Any) -> list[type[BaseModel]]:
@@ -75,7 +73,7 @@ def _table(model: type[BaseModel], prefix: str, skip: set[str]) -> list[str]:
         if name in skip:
             continue
         description = " ".join((field.description or "").split()).replace("|", "\\|")
-        key = f"{prefix}{name}"
+        key = f"{prefix}{field.alias or name}"
         default = _default(field).replace("|", "\\|")
         lines.append(f"| `{key}` | {_type_name(field.annotation)} | {default} | {description} |")
         below.extend((f"{key}.", sub) for sub in _nested(field.annotation) if sub.model_fields)
