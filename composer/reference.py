@@ -17,7 +17,7 @@ from pydantic_core import PydanticUndefined
 from composer.manifest import Manifest, ProviderConfig
 from composer.plugins import ProviderTypes
 
-__all__ = ["markdown_reference"]
+__all__ = ["END", "START", "markdown_reference", "with_reference"]
 
 _NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", Path: "path"}
 
@@ -93,3 +93,20 @@ def markdown_reference(provider_types: ProviderTypes | None = None) -> str:
         lines += ["", f"### `type: {ptype.name}`", "", doc, ""]
         lines += _table(ptype.config, "", common | {"type"})
     return "\n".join(lines) + "\n"
+
+
+START, END = "<!-- reference:start -->", "<!-- reference:end -->"
+
+
+def with_reference(readme: str, reference: str) -> str:
+    """``readme`` with the text between the reference markers replaced by ``reference``."""
+    head, _, rest = readme.partition(START)
+    _, _, tail = rest.partition(END)
+    return f"{head}{START}\n{reference}{END}{tail}"
+
+
+if __name__ == "__main__":  # python -m composer.reference README.md: refresh the README section
+    import sys
+
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    target.write_text(with_reference(target.read_text(), markdown_reference()))
