@@ -1,0 +1,325 @@
+"""Manifest YAML -> located nodes: every value keeps its file, line and column.
+
+Reading goes through PyYAML's safe scanner, parser and composer only (no constructor); the
+nodes are turned into the small ``Scalar``/``Map``/``Seq`` trees here, so that
+
+* only YAML 1.2 core scalars are typed (``true``/``false``, not ``yes``/``no``/``on``/``off``;
+  no timestamps) and numbers remember their text (``1.10`` stays "1.10" in a string field);
+* duplicate keys are errors naming both lines; aliases are refused (no "billion laughs");
+  nesting depth and file size are capped;
+* whatever PyYAML raises (bad bytes, control characters, syntax) leaves as a located
+  ``ManifestError``.
+
+It exists apart from ``loader.py`` because none of this knows what a manifest means: overlays
+(``overlay.py``) and validation (``loader.py``) work on the trees it returns.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+import yaml.composer
+import yaml.parser
+import yaml.reader
+import yaml.resolver
+import yaml.scanner
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from yaml.nodes import Node as YAMLNode
+
+from composer.errors import ManifestError
+from composer.manifest import SourceFloat, SourceInt
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "Map",
+    "Mark",
+    "Node",
+    "Scalar",
+    "Seq",
+    "read_yaml",
+    "scalar_at",
+]
+
+MAX_BYTES = 1 << 20
+"""Largest manifest file read (1 MiB)."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and lists in a manifest."""
+
+_IMPLICIT = "composer:implicit"
+_STR_TAG = "tag:yaml.org,2002:str"
+_ALLOWED_TAGS = {
+    ScalarNode: {_IMPLICIT, _STR_TAG},
+    MappingNode: {_IMPLICIT, "tag:yaml.org,2002:map"},
+    SequenceNode: {_IMPLICIT, "tag:yaml.org,2002:seq"},
+}
+
+# YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution); anything else is str.
+_NULL = re.compile(r"null|Null|NULL|~|")
+_TRUE = re.compile(r"true|True|TRUE")
+_FALSE = re.compile(r"false|False|FALSE")
+_INT = re.compile(r"[-+]?[0-9]+")
+_OCT = re.compile(r"0o[0-7]+")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_INF = re.compile(r"[-+]?\.(inf|Inf|INF)")
+_NAN = re.compile(r"\.(nan|NaN|NAN)")
+
+
+# --------------------------------------------------------------------------- located trees
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where a node starts."""
+
+    display: str  # the path as the user wrote it (errors show this)
+    file: Path  # absolute (relative paths in values resolve against its folder)
+    line: int  # 1-based
+    column: int  # 1-based
+
+    def error(self, message: str) -> ManifestError:
+        return ManifestError(self.display, self.line, self.column, message)
+
+
+@dataclass
+class Scalar:
+    mark: Mark
+    value: Any  # the raw text for a string (interpolated later), else the typed value
+    text: str  # as written (after YAML unescaping)
+    is_str: bool
+
+
+@dataclass
+class Map:
+    mark: Mark
+    items: dict[str, tuple[Mark, Node]] = field(default_factory=dict)  # key -> (key's mark, value)
+
+
+@dataclass
+class Seq:
+    mark: Mark
+    items: list[Node] = field(default_factory=list)
+
+
+Node = Scalar | Map | Seq
+
+
+def scalar_at(node: Node, key: str) -> Scalar | None:
+    """``node[key]`` when ``node`` is a mapping holding a scalar there, else None."""
+    if isinstance(node, Map) and key in node.items:
+        child = node.items[key][1]
+        if isinstance(child, Scalar):
+            return child
+    return None
+
+
+# --------------------------------------------------------------------------- reading YAML
+
+
+def read_yaml(display: str, file: Path) -> tuple[Node, list[ManifestError]]:
+    """``file`` as a located tree, with the mistakes that did not stop reading.
+
+    Fatal problems (unreadable, too large, not UTF-8, bad syntax, empty) raise.
+    """
+    try:
+        with open(file, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise ManifestError(display, 1, 1, f"cannot read manifest: {e.strerror or e}") from e
+    if len(data) > MAX_BYTES:
+        raise ManifestError(display, 1, 1, f"manifest is larger than {MAX_BYTES} bytes")
+    text = _decode(data, display)
+    node = _compose(text, display, file)
+    if node is None:
+        raise ManifestError(display, 1, 1, "empty manifest; expected a mapping with version: 1")
+    builder = _Builder(display, file)
+    return builder.build(node), builder.errors
+
+
+class _Composer(
+    yaml.reader.Reader,
+    yaml.scanner.Scanner,
+    yaml.parser.Parser,
+    yaml.composer.Composer,
+    yaml.resolver.BaseResolver,
+):
+    """PyYAML's safe front half (no constructor): nodes with marks, no aliases, bounded depth."""
+
+    def __init__(self, text: str, display: str, file: Path) -> None:
+        yaml.reader.Reader.__init__(self, text)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        yaml.resolver.BaseResolver.__init__(self)
+        self._display = display
+        self._file = file
+        self._depth = 0
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        # Untagged nodes are typed later by the YAML 1.2 core rules, not PyYAML's 1.1 ones.
+        return _IMPLICIT
+
+    def compose_node(self, parent: YAMLNode | None, index: Any) -> YAMLNode | None:
+        if self.check_event(AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise _mark(self._display, self._file, mark).error(
+                "aliases (*name) are not allowed in a manifest; use extends to share settings"
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _mark(self._display, self._file, mark).error(
+                    f"nesting is deeper than {MAX_DEPTH} levels"
+                )
+            node: YAMLNode | None = super().compose_node(parent, index)
+            return node
+        finally:
+            self._depth -= 1
+
+
+def _mark(display: str, file: Path, mark: Any) -> Mark:
+    return Mark(display, file, mark.line + 1, mark.column + 1)
+
+
+def _decode(data: bytes, display: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        prefix = data[: e.start]
+        line = prefix.count(b"\n") + 1
+        column = len(prefix[prefix.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
+        raise ManifestError(
+            display,
+            line,
+            column,
+            f"not UTF-8 text (byte 0x{data[e.start]:02x}); is this a binary file?",
+        ) from e
+
+
+def _syntax_message(e: yaml.MarkedYAMLError, text: str) -> tuple[Any, str]:
+    mark = e.problem_mark or e.context_mark
+    problem = e.problem or e.context or "invalid YAML"
+    if mark is not None and 0 <= mark.index < len(text) and text[mark.index] == "\t":
+        return mark, "tab character; YAML indents with spaces only"
+    message = f"YAML syntax error: {problem}"
+    if e.context and e.problem:
+        message += f" ({e.context})"
+    return mark, message
+
+
+def _compose(text: str, display: str, file: Path) -> YAMLNode | None:
+    """The document's root node (None when empty); any YAML failure as a located error."""
+    try:
+        # A str input is checked for unprintable characters here, whole, and never again.
+        loader = _Composer(text, display, file)
+    except yaml.reader.ReaderError as e:
+        before = text[: e.position]
+        line = before.count("\n") + 1
+        column = e.position - (before.rfind("\n") + 1) + 1
+        raise ManifestError(
+            display,
+            line,
+            column,
+            f"control character U+{ord(e.character) if isinstance(e.character, str) else e.character:04X}"
+            " is not allowed; is this a binary file?",
+        ) from e
+    try:
+        return loader.get_single_node()
+    except ManifestError:
+        raise
+    except yaml.MarkedYAMLError as e:
+        mark, message = _syntax_message(e, text)
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        raise ManifestError(display, line, column, message) from e
+    except (yaml.YAMLError, ValueError, AttributeError, IndexError, TypeError, RecursionError) as e:
+        raise ManifestError(display, 1, 1, f"unreadable YAML ({type(e).__name__})") from e
+    finally:
+        loader.dispose()
+
+
+class _Builder:
+    """PyYAML nodes -> located trees; collects duplicate-key and tag errors instead of stopping."""
+
+    def __init__(self, display: str, file: Path) -> None:
+        self.display = display
+        self.file = file
+        self.errors: list[ManifestError] = []
+
+    def mark(self, node: YAMLNode) -> Mark:
+        return _mark(self.display, self.file, node.start_mark)
+
+    def build(self, node: YAMLNode) -> Node:
+        if node.tag not in _ALLOWED_TAGS.get(type(node), ()):
+            self.errors.append(
+                self.mark(node).error(f"YAML tag {node.tag!r} is not supported (only !!str is)")
+            )
+        if isinstance(node, MappingNode):
+            return self.mapping(node)
+        if isinstance(node, SequenceNode):
+            return Seq(self.mark(node), [self.build(item) for item in node.value])
+        if isinstance(node, ScalarNode):
+            return self.scalar(node)
+        raise TypeError(f"unexpected YAML node {type(node).__name__}")
+
+    def mapping(self, node: MappingNode) -> Map:
+        result = Map(self.mark(node))
+        for key_node, value_node in node.value:
+            key_mark = self.mark(key_node)
+            if not isinstance(key_node, ScalarNode):
+                self.errors.append(
+                    key_mark.error("a key must be a plain name, not a list or mapping")
+                )
+                continue
+            key = key_node.value
+            if key in result.items:
+                first = result.items[key][0]
+                self.errors.append(
+                    key_mark.error(f'duplicate key "{key}" (first at line {first.line})')
+                )
+                continue
+            result.items[key] = (key_mark, self.build(value_node))
+        return result
+
+    def scalar(self, node: ScalarNode) -> Scalar:
+        text: str = node.value
+        mark = self.mark(node)
+        if node.style is None and node.tag == _IMPLICIT:  # plain and untagged: typed
+            try:
+                value = _core_value(text)
+            except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
+                self.errors.append(mark.error("number is too long"))
+                value = text
+            if not isinstance(value, str):
+                return Scalar(mark, value, text, is_str=False)
+        return Scalar(mark, text, text, is_str=True)
+
+
+def _core_value(text: str) -> Any:
+    """A plain scalar typed by the YAML 1.2 core schema; ``text`` itself when it is a string."""
+    if _NULL.fullmatch(text):
+        return None
+    if _TRUE.fullmatch(text):
+        return True
+    if _FALSE.fullmatch(text):
+        return False
+    if _INT.fullmatch(text):
+        return SourceInt(int(text, 10), text)
+    if _OCT.fullmatch(text):
+        return SourceInt(int(text[2:], 8), text)
+    if _HEX.fullmatch(text):
+        return SourceInt(int(text[2:], 16), text)
+    if _FLOAT.fullmatch(text):
+        return SourceFloat(float(text), text)
+    if _INF.fullmatch(text):
+        return SourceFloat(float("-inf" if text.startswith("-") else "inf"), text)
+    if _NAN.fullmatch(text):
+        return SourceFloat(float("nan"), text)
+    return text
