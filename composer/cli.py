@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 from composer import __version__
@@ -25,7 +27,14 @@ from composer.errors import ComposerError, ManifestError
 from composer.explain import diff_manifests, explain_lines
 from composer.loader import load_manifest
 from composer.manifest import Manifest
-from composer.preview import DEFAULT_SYSTEM, Preview, PreviewDocument, ProviderRow, run_preview
+from composer.preview import (
+    DEFAULT_SYSTEM,
+    Preview,
+    PreviewDocument,
+    ProviderRow,
+    first_line,
+    run_preview,
+)
 from composer.schema import manifest_schema
 
 __all__ = [
@@ -110,6 +119,7 @@ _OUTCOME_TEXT = {
     "skipped_budget": "skipped: over the budget",
     "failed": "failed",
     "empty": "empty: returned nothing",
+    "when_false": "empty: its `when` is false",
     "not_called": "not called: branch has no system text",
     "disabled": "disabled",
 }
@@ -154,25 +164,61 @@ def run_preview_command(args: argparse.Namespace, output: Output) -> int:
     system = None if args.no_system else args.system if args.system is not None else DEFAULT_SYSTEM
     shown = str(manifest.path or args.manifest)
     try:
-        preview = asyncio.run(
-            run_preview(
-                manifest,
-                args.instruction,
-                system=system,
-                branch_name=args.branch_name,
-                progress=_progress_factory(output),
+        with _log_records_to(output, manifest.redact):
+            preview = asyncio.run(
+                run_preview(
+                    manifest,
+                    args.instruction,
+                    system=system,
+                    branch_name=args.branch_name,
+                    progress=_progress_factory(output),
+                )
             )
-        )
     except ComposerError as e:
         output.error(manifest.redact(f"composer: {e}"))
         return 1
     preview.default_system = system == DEFAULT_SYSTEM and args.system is None
     if args.json:
-        document = PreviewDocument.of(preview, manifest=shown, env=args.env)
-        output.print(manifest.redact(document.model_dump_json(indent=2)))
+        document = PreviewDocument.of(preview, manifest=shown, env=args.env, redact=manifest.redact)
+        output.print(document.model_dump_json(indent=2))
     else:
         _print_preview(preview, shown, args.env, manifest, output)
     return 1 if args.strict and preview.report.failed else 0
+
+
+class _OneLineHandler(logging.Handler):
+    """Log records as one masked line each on stderr, the exception's first line appended.
+
+    Without a handler Python's last-resort one prints full tracebacks, unmasked; the table
+    already names each failure, so one line per record is enough here.
+    """
+
+    def __init__(self, output: Output, redact: Callable[[str], str]) -> None:
+        super().__init__(logging.WARNING)
+        self.output = output
+        self.redact = redact
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = f"composer: {record.levelname.lower()}: {record.getMessage()}"
+            error = record.exc_info[1] if record.exc_info else None
+            if error is not None:
+                text = f"{text}: {first_line(error)}"
+            self.output.warning(self.redact(text))
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _log_records_to(output: Output, redact: Callable[[str], str]) -> Iterator[None]:
+    """Route warnings logged while a command runs (a provider that raised) through ``redact``."""
+    handler = _OneLineHandler(output, redact)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
 
 
 def _progress_factory(output: Output) -> Callable[[str], Callable[[int, int], None] | None]:
@@ -209,7 +255,7 @@ class _TerminalProgress:
 
 
 def _row_cells(row: ProviderRow) -> list[str]:
-    outcome = _OUTCOME_TEXT[row.outcome]
+    outcome = _OUTCOME_TEXT["when_false" if row.when is False else row.outcome]
     if row.error:
         outcome = f"{outcome}: {row.error}"
     return [
@@ -233,12 +279,12 @@ def _print_preview(
     redact = manifest.redact
     rows = [[redact(cell) for cell in _row_cells(row)] for row in preview.rows]
     output.print(f"manifest: {shown}" + (f" (env {env})" if env else ""))
-    output.print(f"instruction: {redact(json.dumps(preview.instruction, ensure_ascii=False))}")
+    output.print(f"instruction: {_quoted(redact(preview.instruction))}")
     if preview.system is None:
         output.print("system: none (--no-system): no provider is called (ADR-0008 D4)")
     elif preview.default_system:
         output.print(
-            f"system: a stand-in {json.dumps(preview.system)}, so that providers are called "
+            f"system: a stand-in {_quoted(preview.system)}, so that providers are called "
             "(give --system for the real one)"
         )
     output.print("")
@@ -260,15 +306,22 @@ def _print_preview(
     output.print("----- end -----")
 
 
+def _quoted(text: str) -> str:
+    """``text`` as a JSON string literal, so newlines and quotes show; masked beforehand."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 def _print_rich_table(rows: list[list[str]], outcomes: list[str], output: Output) -> None:
     from rich.console import Console  # only paid for on a terminal
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for i, header in enumerate(_HEADERS):
         table.add_column(header, justify="right" if i in _RIGHT else "left")
     for cells, outcome in zip(rows, outcomes, strict=True):
-        table.add_row(*cells, style=_OUTCOME_STYLE.get(outcome))
+        # Text, not str: a name or an error such as "[/x]" is not rich markup.
+        table.add_row(*(Text(cell) for cell in cells), style=_OUTCOME_STYLE.get(outcome))
     Console(file=output.out, highlight=False, emoji=False).print(table)
 
 
@@ -429,4 +482,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # --help, --version and usage errors
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     run: Callable[[argparse.Namespace, Output], int] = args.run
-    return run(args, Output())
+    try:
+        code = run(args, Output())
+        sys.stdout.flush()  # here, so that a reader that left is met inside the ``try``
+        return code
+    except BrokenPipeError:
+        # The reader left early (`composer preview ... | head`): not worth a traceback. Point
+        # stdout at devnull so the interpreter's final flush does not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 1

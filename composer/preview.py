@@ -13,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from composer.build import build_registry
-from composer.manifest import Manifest
+from composer.manifest import Manifest, ProviderConfig
 from composer.plugins import ProviderTypes
 from composer.registry import ContextProviderRegistry, ProviderReport
+from composer.templating import compile_expression, template_context
 from composer.tokens import count_tokens
 from composer.turn import Branch, Instruction, prepare_turn
 
@@ -32,6 +33,7 @@ __all__ = [
     "Preview",
     "PreviewDocument",
     "ProviderRow",
+    "first_line",
     "run_preview",
 ]
 
@@ -62,6 +64,7 @@ class ProviderRow:
     tokens: int | None = None
     ms: float | None = None
     error: str | None = None
+    when: bool | None = None
 
 
 @dataclass
@@ -106,7 +109,8 @@ class _Recorder:
         return self.result  # type: ignore[no-any-return]
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """``Type: first line of the message``: how a failure is named in a row or a log line."""
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
@@ -126,8 +130,6 @@ async def run_preview(
     called). Error texts are passed through ``manifest.redact`` so no secret is shown.
     """
     built = build_registry(manifest, types=types)
-    if progress is not None:
-        await _prepare(built, progress)
     registry = ContextProviderRegistry(budget=built.budget)
     recorders: dict[str, _Recorder] = {}
     enabled = [config for config in manifest.providers if config.enabled]
@@ -140,8 +142,11 @@ async def run_preview(
 
     branch = Branch(system, name=branch_name)
     branch._context_providers = registry
+    turn_instruction = Instruction(instruction)
     try:
-        turn = await prepare_turn(branch, Instruction(instruction))
+        if progress is not None and system is not None:
+            await _prepare(built, progress)
+        turn = await prepare_turn(branch, turn_instruction)
     finally:
         await _close(built.providers)
     report = turn.report or ProviderReport()
@@ -159,9 +164,10 @@ async def run_preview(
             row.outcome = "not_called"
         elif seen.error is not None:
             row.outcome = "failed"
-            row.error = manifest.redact(_first_line(seen.error))
+            row.error = manifest.redact(first_line(seen.error))
         elif not seen.result:
             row.outcome = "empty"
+            row.when = _when(config, branch, turn_instruction)
         elif config.name in fired:
             row.outcome = "fired"
             row.tokens = fired[config.name]
@@ -180,15 +186,39 @@ async def run_preview(
     )
 
 
+def _when(config: ProviderConfig, branch: Branch, instruction: Instruction) -> bool | None:
+    """The value of the provider's ``when`` this turn, or None when it has none.
+
+    A false ``when`` makes a provider return nothing without doing any work, which the registry
+    cannot tell from a search that found nothing; the preview evaluates the guard again (the
+    same sandboxed expression on the same turn) so the row can say which it was.
+    """
+    if not config.when:
+        return None
+    context = template_context(branch, instruction, provider=config.name)
+    try:
+        return bool(compile_expression(config.when).evaluate(context))
+    except Exception:
+        return None
+
+
 async def _prepare(
     registry: ContextProviderRegistry,
     progress: Callable[[str], Callable[[int, int], None] | None],
 ) -> None:
-    """Let providers with a ``prepare`` step (a corpus index) do it now, reporting progress."""
+    """Let providers with a ``prepare`` step (a corpus index) do it now, reporting progress.
+
+    A failure here is not the preview's: the provider's own ``provide`` meets the same problem
+    during the turn, where the registry contains it and reports the provider failed (ADR D2),
+    exactly as at run time.
+    """
     for name, provider in zip(registry.names, registry.providers, strict=True):
         prepare = getattr(provider, "prepare", None)
         if prepare is not None:
-            await prepare(progress(name))
+            try:
+                await prepare(progress(name))
+            except Exception:
+                continue
 
 
 async def _close(providers: list[Any]) -> None:
@@ -214,6 +244,13 @@ class DocumentRow(_Document):
     tokens: int | None
     ms: float | None
     error: str | None
+    when: bool | None = Field(
+        None,
+        description=(
+            "For an empty outcome: the value of the provider's `when` this turn (false: it did "
+            "no work); null when it has no `when`."
+        ),
+    )
 
 
 class DocumentBudget(_Document):
@@ -250,7 +287,27 @@ class PreviewDocument(_Document):
     guidance: str | None
 
     @classmethod
-    def of(cls, preview: Preview, *, manifest: str, env: str | None) -> PreviewDocument:
+    def of(
+        cls,
+        preview: Preview,
+        *,
+        manifest: str,
+        env: str | None,
+        redact: Callable[[str], str] | None = None,
+    ) -> PreviewDocument:
+        """The document of ``preview``; ``redact`` is applied to every string in it.
+
+        Masking values rather than the serialized text keeps the JSON valid (a variable's value
+        may be a number that also occurs in the document) and catches a secret that JSON
+        escaping would have changed (a quote, a backslash, a newline).
+        """
+        document = cls._of(preview, manifest=manifest, env=env)
+        if redact is None:
+            return document
+        return cls.model_validate(_map_strings(document.model_dump(mode="json"), redact))
+
+    @classmethod
+    def _of(cls, preview: Preview, *, manifest: str, env: str | None) -> PreviewDocument:
         report = preview.report
         return cls(
             manifest=manifest,
@@ -268,3 +325,13 @@ class PreviewDocument(_Document):
             ),
             guidance=preview.guidance,
         )
+
+
+def _map_strings(data: Any, change: Callable[[str], str]) -> Any:
+    if isinstance(data, str):
+        return change(data)
+    if isinstance(data, dict):
+        return {key: _map_strings(value, change) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_map_strings(value, change) for value in data]
+    return data
