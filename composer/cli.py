@@ -380,7 +380,8 @@ def run_diff(args: argparse.Namespace, output: Output) -> int:
     if first is None or second is None:
         return 1
     changes = diff_manifests(first, second)
-    output.print(f"# {args.env[0]} -> {args.env[1]}: {len(changes)} differences")
+    noun = "difference" if len(changes) == 1 else "differences"
+    output.print(f"# {args.env[0]} -> {args.env[1]}: {len(changes)} {noun}")
     for change in changes:
         output.print(change.describe())
     return 0

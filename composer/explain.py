@@ -34,30 +34,56 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _leaves(data: Any, keys: KeyPath) -> list[tuple[KeyPath, Any]]:
+def _is_scalar_list(data: Any) -> bool:
+    return isinstance(data, list) and not any(isinstance(item, (dict, list)) for item in data)
+
+
+def _leaves(data: Any, keys: KeyPath, whole_lists: bool) -> list[tuple[KeyPath, Any]]:
     if isinstance(data, dict) and data:
-        return [leaf for key, value in data.items() for leaf in _leaves(value, (*keys, key))]
-    if isinstance(data, list) and data and keys != ("providers",):
-        return [leaf for index, value in enumerate(data) for leaf in _leaves(value, (*keys, index))]
+        return [
+            leaf
+            for key, value in data.items()
+            for leaf in _leaves(value, (*keys, key), whole_lists)
+        ]
+    nested = isinstance(data, list) and data and keys != ("providers",)
+    if nested and not (whole_lists and _is_scalar_list(data)):
+        return [
+            leaf
+            for index, value in enumerate(data)
+            for leaf in _leaves(value, (*keys, index), whole_lists)
+        ]
     return [(keys, data)]
 
 
-def effective_values(manifest: Manifest) -> list[Value]:
-    """Every leaf value in manifest order, providers addressed by name, secrets as written."""
+def effective_values(manifest: Manifest, *, whole_lists: bool = False) -> list[Value]:
+    """Every leaf value in manifest order, providers addressed by name, secrets as written.
+
+    ``whole_lists`` keeps a list of scalars as one value (``["a", "b"]``, located where the
+    list starts) instead of one value per item; a diff reads better that way.
+    """
     top = manifest.model_dump(mode="json", exclude={"providers"})
-    pairs = _leaves(top, ())
+    pairs = _leaves(top, (), whole_lists)
     for config in manifest.providers:
         data = config.model_dump(mode="json")
-        pairs += _leaves(data, ("providers", config.name))
+        pairs += _leaves(data, ("providers", config.name), whole_lists)
     values: list[Value] = []
     for keys, value in pairs:
         origin = _origin_of(manifest, keys)
-        if origin is not None and origin.is_secret and origin.raw is not None:
-            shown = _show(origin.raw)
+        if isinstance(value, list) and value:
+            items = [_shown(manifest, (*keys, i), item) for i, item in enumerate(value)]
+            shown = f"[{', '.join(items)}]"
         else:
-            shown = manifest.redact(_show(value))
+            shown = _shown(manifest, keys, value)
         values.append(Value(keys, shown, origin))
     return values
+
+
+def _shown(manifest: Manifest, keys: KeyPath, value: Any) -> str:
+    """JSON of ``value``; a value that came from a variable as written (``${NAME}``)."""
+    origin = _origin_of(manifest, keys)
+    if origin is not None and origin.is_secret and origin.raw is not None:
+        return _show(origin.raw)
+    return manifest.redact(_show(value))
 
 
 def _origin_of(manifest: Manifest, keys: KeyPath) -> Origin | None:
@@ -70,10 +96,15 @@ def _origin_of(manifest: Manifest, keys: KeyPath) -> Origin | None:
     return None
 
 
+_ALIGN_AT_MOST = 60
+
+
 def explain_lines(manifest: Manifest) -> list[str]:
     """The effective manifest as YAML-like lines, each value followed by ``# file:line:col``."""
     values = effective_values(manifest)
-    width = max((len(_label(v)) for v in values), default=0)
+    # Comments line up, except after a value too long to wait for (a template): one long
+    # line must not push every comment off an ordinary terminal.
+    width = max((n for v in values if (n := len(_label(v))) <= _ALIGN_AT_MOST), default=0)
     lines: list[str] = []
     current: str | int | None = None
     for value in values:
@@ -114,8 +145,8 @@ class Change:
 
 def diff_manifests(first: Manifest, second: Manifest) -> list[Change]:
     """Leaf-by-leaf differences; a provider only on one side is one change, not one per field."""
-    a = {v.keys: v for v in effective_values(first)}
-    b = {v.keys: v for v in effective_values(second)}
+    a = {v.keys: v for v in effective_values(first, whole_lists=True)}
+    b = {v.keys: v for v in effective_values(second, whole_lists=True)}
     names_a = {c.name for c in first.providers}
     names_b = {c.name for c in second.providers}
     changes: list[Change] = []
