@@ -1,0 +1,126 @@
+"""The bundled ``configs/``: every environment validates, the schemas cannot drift, editors find
+them, and the base manifest shows one provider of each built-in type."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from composer import load_manifest
+from composer.cli import main
+from composer.preview import PreviewDocument
+from composer.schema import manifest_schema
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+ENVIRONMENTS = ["dev", "staging", "prod"]
+BUILT_IN_TYPES = {"static", "file_corpus", "memory", "http"}
+SCHEMA_LINE = "# yaml-language-server: $schema="
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_every_environment_validates(env: str, monkeypatch, capsys) -> None:
+    if env != "dev":
+        monkeypatch.setenv("STATUS_TOKEN", "a-token")
+    assert main(["validate", str(CONFIGS), "--env", env]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""  # no warning either
+    assert out.startswith(f"{CONFIGS / (env + '.yaml')}: valid; 4 providers")
+
+
+@pytest.mark.parametrize("env", ["staging", "prod"])
+def test_staging_and_prod_require_the_status_token(env: str, capsys) -> None:
+    assert main(["validate", str(CONFIGS), "--env", env]) == 1
+    assert 'environment variable "STATUS_TOKEN" is not set' in capsys.readouterr().err
+
+
+def test_dev_needs_no_variable(capsys) -> None:
+    manifest = load_manifest(CONFIGS, env="dev", environ={})
+    assert [c.name for c in manifest.providers if not c.enabled] == ["status"]
+
+
+@pytest.mark.parametrize(
+    ("schema_file", "overlay", "command"),
+    [
+        ("manifest.schema.json", False, "composer schema > configs/manifest.schema.json"),
+        (
+            "manifest.overlay.schema.json",
+            True,
+            "composer schema --overlay > configs/manifest.overlay.schema.json",
+        ),
+    ],
+)
+def test_the_schema_files_are_current(schema_file: str, overlay: bool, command: str) -> None:
+    stored = json.loads((CONFIGS / schema_file).read_text(encoding="utf-8"))
+    assert stored == manifest_schema(overlay=overlay), (
+        f"configs/{schema_file} is out of date with the manifest models; regenerate it with "
+        f"`{command}`"
+    )
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_manifest_names_its_schema_on_the_first_line(path: Path) -> None:
+    first = path.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith(SCHEMA_LINE), f"{path.name}: first line is {first!r}"
+    target = first.removeprefix(SCHEMA_LINE)
+    assert (path.parent / target).is_file()
+    overlay = "extends" in yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert target == ("manifest.overlay.schema.json" if overlay else "manifest.schema.json")
+
+
+def test_the_configs_are_what_the_tests_expect() -> None:
+    assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == ["base", *sorted(ENVIRONMENTS)]
+
+
+def test_base_has_one_provider_of_each_built_in_type() -> None:
+    manifest = load_manifest(CONFIGS / "base.yaml", environ={})
+    types = [config.type for config in manifest.providers]
+    assert sorted(types) == sorted(BUILT_IN_TYPES)
+
+
+def test_the_sample_corpus_and_memory_are_there() -> None:
+    assert len(list((CONFIGS / "corpus").rglob("*.md"))) >= 3
+    lines = (CONFIGS / "memory.jsonl").read_text(encoding="utf-8").splitlines()
+    assert lines
+    for line in lines:
+        item = json.loads(line)
+        assert item["content"]
+
+
+@pytest.mark.parametrize(
+    "instruction",
+    [
+        "The API returns 502 errors",
+        "How do I fail over the database?",
+        "Is there an outage on the status page?",
+        "hello",
+    ],
+)
+def test_dev_has_no_failing_provider(instruction: str, capsys) -> None:
+    args = ["preview", str(CONFIGS), "--env", "dev", "--instruction", instruction]
+    assert main([*args, "--strict", "--json"]) == 0
+    out, err = capsys.readouterr()
+    document = PreviewDocument.model_validate_json(out)
+    assert document.report.failed == []
+    assert err == ""
+    assert {row.outcome for row in document.providers} <= {
+        "fired",
+        "skipped_max_tokens",
+        "skipped_budget",
+        "empty",
+        "disabled",
+    }
+
+
+def test_the_status_defaults_point_at_a_local_server(status_server, monkeypatch, capsys) -> None:
+    # base.yaml alone (status enabled) with only STATUS_URL set: the token default is used.
+    monkeypatch.setenv("STATUS_URL", status_server.url)
+    args = ["preview", str(CONFIGS), "--env", "base", "--instruction", "status of the API?"]
+    assert main([*args, "--json"]) == 0
+    document = PreviewDocument.model_validate_json(capsys.readouterr().out)
+    assert document.providers[3].outcome == "fired"
+    [request] = status_server.requests
+    assert request.headers["Authorization"] == "Bearer dev-token"
+    assert request.query == {"q": ["status of the API?"]}
