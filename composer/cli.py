@@ -106,9 +106,14 @@ def _load(args: argparse.Namespace, output: Output, env: str | None = None) -> M
         return None
 
 
+_MANIFEST_HELP = "a manifest file, or a folder of <env>.yaml files (default: $COMPOSER_MANIFEST)"
+
+
 def _add_manifest_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("manifest", metavar="MANIFEST", help="a manifest file or a folder")
-    parser.add_argument("--env", help="environment: picks <MANIFEST>/<ENV>.yaml from a folder")
+    parser.add_argument("manifest", metavar="MANIFEST", nargs="?", help=_MANIFEST_HELP)
+    parser.add_argument(
+        "--env", help="environment: picks <MANIFEST>/<ENV>.yaml (default: $COMPOSER_ENV)"
+    )
 
 
 # --------------------------------------------------------------------------- preview
@@ -365,7 +370,7 @@ def add_diff(subparsers: Any) -> None:
             "Exit 0 whether or not they differ; 1 when either does not load."
         ),
     )
-    parser.add_argument("manifest", metavar="MANIFEST", help="a folder of per-environment files")
+    parser.add_argument("manifest", metavar="MANIFEST", nargs="?", help=_MANIFEST_HELP)
     parser.add_argument(
         "--env", action="append", required=True, help="give exactly two: --env A --env B"
     )

@@ -11,26 +11,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from netblock import BLOCK_SOCKETS, blocked_pythonpath
 
 import composer
 import composer.tokens
 from composer import Branch, Instruction, ProviderReport, prepare_turn
-
-# Run first in every subprocess here: any attempt to reach the network raises.
-BLOCK_SOCKETS = textwrap.dedent(
-    """
-    import socket
-
-    def _blocked(*args, **kwargs):
-        raise OSError("network access blocked by the test")
-
-    socket.socket.connect = _blocked
-    socket.socket.connect_ex = _blocked
-    socket.create_connection = _blocked
-    socket.getaddrinfo = _blocked
-    socket.composer_test_blocked = True
-    """
-)
 
 
 def offline_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -146,10 +131,7 @@ def test_count_and_gather_in_a_fresh_process_with_sockets_blocked(tmp_path: Path
 
 def test_command_line_count_prints_2_with_the_network_unplugged(tmp_path: Path) -> None:
     """Done when: python -c "import composer; print(composer.count_tokens('hello world'))" prints 2."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(BLOCK_SOCKETS)
-    pythonpath = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    pythonpath = blocked_pythonpath(tmp_path / "site", os.environ.get("PYTHONPATH"))
 
     probe = run_python(
         tmp_path,

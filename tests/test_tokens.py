@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from netblock import BLOCK_SOCKETS
 
 import composer
 import composer.tokens
@@ -24,21 +25,6 @@ from composer.errors import TokenizerError
 
 PUBLISHED_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
-
-# Run first in every subprocess here: any attempt to reach the network raises.
-BLOCK_SOCKETS = textwrap.dedent(
-    """
-    import socket
-
-    def _blocked(*args, **kwargs):
-        raise OSError("network access blocked by the test")
-
-    socket.socket.connect = _blocked
-    socket.socket.connect_ex = _blocked
-    socket.create_connection = _blocked
-    socket.getaddrinfo = _blocked
-    """
-)
 
 
 def vendored_bytes() -> bytes:

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from netblock import blocked_pythonpath
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -106,20 +107,6 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-# Run first in a subprocess (sitecustomize on PYTHONPATH): any attempt to connect raises.
-BLOCK_SOCKETS = """
-import socket
-
-def _blocked(*args, **kwargs):
-    raise OSError("network access blocked by the test")
-
-socket.socket.connect = _blocked
-socket.socket.connect_ex = _blocked
-socket.create_connection = _blocked
-socket.getaddrinfo = _blocked
-"""
-
-
 def _run_composer(
     *args: str, cwd: Path, env: dict[str, str] | None = None, offline_dir: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -130,11 +117,7 @@ def _run_composer(
         if k not in MANIFEST_VARIABLES and not k.startswith("COMPOSER_")
     }
     if offline_dir is not None:
-        offline_dir.mkdir(parents=True, exist_ok=True)
-        (offline_dir / "sitecustomize.py").write_text(BLOCK_SOCKETS, encoding="utf-8")
-        base["PYTHONPATH"] = os.pathsep.join(
-            [str(offline_dir), *filter(None, [base.get("PYTHONPATH")])]
-        )
+        base["PYTHONPATH"] = blocked_pythonpath(offline_dir, base.get("PYTHONPATH"))
         cache = offline_dir / "empty-tiktoken-cache"
         cache.mkdir(exist_ok=True)
         base["TIKTOKEN_CACHE_DIR"] = str(cache)
