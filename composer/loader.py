@@ -24,7 +24,7 @@ from composer.errors import ComposerError, ManifestError
 from composer.manifest import KeyPath, Manifest, Origin, SourceStr, redact
 from composer.overlay import merge_chain
 from composer.plugins import ProviderTypes
-from composer.settings import Variables, load_settings
+from composer.settings import VARIABLE_NAME, Variables, load_settings
 from composer.validation_errors import did_you_mean, translate
 from composer.yamlnodes import (
     MAX_BYTES,
@@ -39,8 +39,6 @@ from composer.yamlnodes import (
 )
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "load_manifest"]
-
-_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -151,7 +149,7 @@ class _Session:
                 break
             name, has_default, default = raw[j + 2 : end].partition(":-")
             i = end + 1
-            if not _VARIABLE.fullmatch(name):
+            if not VARIABLE_NAME.fullmatch(name):
                 problems.append(
                     node.mark.error(
                         f'bad variable reference "${{{name}}}"; a name is letters, digits and _'
@@ -335,7 +333,7 @@ def _select(path: str | os.PathLike[str], env: str | None) -> tuple[str, Path]:
             1,
             f"is a folder; choose an environment with --env or COMPOSER_ENV (found: {listing})",
         )
-    if not _VARIABLE.fullmatch(env.replace("-", "_")) or not (file / f"{env}.yaml").is_file():
+    if not VARIABLE_NAME.fullmatch(env.replace("-", "_")) or not (file / f"{env}.yaml").is_file():
         raise ManifestError(
             display,
             1,

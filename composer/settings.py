@@ -27,9 +27,10 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-__all__ = ["ComposerSettings", "Variables", "load_settings"]
+__all__ = ["VARIABLE_NAME", "ComposerSettings", "Variables", "load_settings"]
 
-_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What ``${NAME}`` may be: the letters, digits and underscore of a shell variable."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ class Variables:
             return self.environ[name]
         if name in self.dotenv:
             return self.dotenv[name]
-        if self.secrets_dir is not None and _VARIABLE_NAME.fullmatch(name):
+        if self.secrets_dir is not None and VARIABLE_NAME.fullmatch(name):
             secret = self.secrets_dir / name
             if secret.is_file():
                 return secret.read_text(encoding="utf-8").rstrip("\r\n")

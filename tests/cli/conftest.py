@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from localserver import serving
 from netblock import blocked_pythonpath
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,14 +80,8 @@ def status_server() -> Iterator[StatusServer]:
     state = StatusServer()
     httpd = _Server(("127.0.0.1", 0), _handler(state))
     state.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    with serving(httpd):
         yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
+from localserver import serving
+
 from composer.lionagi_support import prime_tiktoken_cache
 from composer.manifest import ProviderConfig
 from composer.plugins import BuildContext, ProviderType
@@ -119,16 +121,8 @@ def serve_chat() -> Iterator[ChatServer]:
     state = ChatServer()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, threading.Lock()))
     state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(
-        target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, name="fake-chat", daemon=True
-    )
-    thread.start()
-    try:
+    with serving(httpd):
         yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
 
 
 # --- a provider type that records its calls --------------------------------------------

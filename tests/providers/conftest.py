@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from localserver import serving
 
 from builtin_providers.http import HttpConfig, HttpProvider
 
@@ -190,15 +191,9 @@ def server(gzip_bomb: bytes) -> Iterator[LocalServer]:
     state = LocalServer("127.0.0.1", 0)
     httpd = QuietServer(("127.0.0.1", 0), make_handler(state, gzip_bomb))
     state.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+    # Release handlers still dripping a response before the server waits for them to end.
+    with serving(httpd, before_stop=state.stop.set):
         yield state
-    finally:
-        state.stop.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 @pytest.fixture
