@@ -35,7 +35,15 @@ try:
 except ImportError:  # pragma: no cover - Windows: appends are still single writes
     fcntl = None
 
-__all__ = ["JsonlMemoryStore", "MemoryItem", "MemoryQuery", "MemoryStore", "item_id", "matches"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "JsonlMemoryStore",
+    "MemoryItem",
+    "MemoryQuery",
+    "MemoryStore",
+    "item_id",
+    "matches",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -109,11 +117,19 @@ def _parse_line(line: bytes) -> MemoryItem:
     return MemoryItem(record["content"], list(tags), dict(metadata), identity)
 
 
-class JsonlMemoryStore:
-    """A MemoryStore in a JSONL file; reads are cached until the file changes."""
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
-    def __init__(self, path: Path | str) -> None:
+
+class JsonlMemoryStore:
+    """A MemoryStore in a JSONL file; reads are cached until the file changes.
+
+    The whole file is read when it changes, so it is capped (``max_bytes``): a file grown past
+    it fails the provider with a clear error instead of exhausting memory.
+    """
+
+    def __init__(self, path: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.path = Path(path)
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._cache: tuple[tuple[int, int, int], list[MemoryItem]] | None = None
 
@@ -156,7 +172,14 @@ class JsonlMemoryStore:
                 key = (info.st_ino, info.st_size, info.st_mtime_ns)
                 if self._cache is not None and self._cache[0] == key:
                     return self._cache[1]
-                data = handle.read()
+                if info.st_size > self.max_bytes:
+                    raise OSError(
+                        f"memory file {self.path} is {info.st_size} bytes, over the "
+                        f"{self.max_bytes}-byte limit"
+                    )
+                data = handle.read(self.max_bytes + 1)
+                if len(data) > self.max_bytes:
+                    raise OSError(f"memory file {self.path} grew past {self.max_bytes} bytes")
             items = self._parse(data)
             self._cache = (key, items)
             return items

@@ -120,6 +120,14 @@ async def test_missing_file_is_an_empty_store(tmp_path: Path) -> None:
     assert await contents(JsonlMemoryStore(tmp_path / "none.jsonl")) == []
 
 
+async def test_a_file_over_the_size_cap_fails_instead_of_being_read(memfile: Path) -> None:
+    """A memory file grown past max_bytes is an error naming the limit, not a huge read."""
+    size = memfile.stat().st_size
+    assert await contents(JsonlMemoryStore(memfile, max_bytes=size))  # at the cap: fine
+    with pytest.raises(OSError, match=rf"is {size} bytes, over the {size - 1}-byte limit"):
+        await contents(JsonlMemoryStore(memfile, max_bytes=size - 1))
+
+
 async def test_provider_on_jsonl_with_templated_query(memfile: Path) -> None:
     provider = memory_provider(
         {"jsonl": memfile},
