@@ -468,10 +468,28 @@ COMMANDS: list[Callable[[Any], None]] = [
 """The subcommands, in ``--help`` order; a new one appends its ``add_<name>`` here."""
 
 
+_EPILOG = """\
+examples:
+  composer validate configs --env prod
+  composer preview configs --env dev --instruction "the API returns 502s"
+  composer explain configs --env prod
+  composer diff configs --env staging --env prod
+
+environment:
+  COMPOSER_MANIFEST, COMPOSER_ENV   default MANIFEST and --env
+  COMPOSER_ENV_FILE, COMPOSER_SECRETS_DIR   where ${VAR} is also looked up
+  NO_COLOR                          plain output even on a terminal
+
+'composer COMMAND --help' describes each command.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="composer",
         description="Declare in YAML where an LLM agent's pre-turn context comes from.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"composer {__version__}")
     subparsers = parser.add_subparsers(metavar="COMMAND", required=True)

@@ -31,3 +31,11 @@ def test_no_manifest_anywhere_is_a_clear_error(run_composer: Run, tmp_path: Path
     result = run_composer("validate", cwd=tmp_path)
     assert result.returncode == 1
     assert "no manifest given: pass a path or set COMPOSER_MANIFEST" in result.stderr
+
+
+def test_help_names_the_environment_variables(run_composer: Run, tmp_path: Path) -> None:
+    result = run_composer("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for name in ("COMPOSER_MANIFEST", "COMPOSER_ENV", "COMPOSER_SECRETS_DIR", "NO_COLOR"):
+        assert name in result.stdout
+    assert "composer preview configs --env dev --instruction" in result.stdout
