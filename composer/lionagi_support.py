@@ -11,13 +11,10 @@ This module does not import lionagi and changes no environment variable by itsel
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-from importlib import resources
 from pathlib import Path
 
-from composer.errors import TokenizerError
-from composer.tokens import O200K_BASE_SHA256
+from composer.tokens import vendored_o200k_base
 
 __all__ = ["O200K_BASE_URL", "prime_tiktoken_cache"]
 
@@ -30,12 +27,7 @@ def prime_tiktoken_cache(directory: str | Path) -> Path:
     Point ``TIKTOKEN_CACHE_DIR`` at ``directory`` before lionagi first counts tokens. The file
     is checked against its published SHA-256 before it is written (tiktoken checks it again).
     """
-    raw = gzip.decompress(
-        resources.files("composer._data").joinpath("o200k_base.tiktoken.gz").read_bytes()
-    )
-    digest = hashlib.sha256(raw).hexdigest()
-    if digest != O200K_BASE_SHA256:
-        raise TokenizerError(f"vendored o200k_base has SHA-256 {digest}; reinstall composer")
+    raw = vendored_o200k_base()
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / hashlib.sha1(O200K_BASE_URL.encode()).hexdigest()

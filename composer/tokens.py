@@ -18,7 +18,7 @@ import tiktoken
 
 from composer.errors import TokenizerError
 
-__all__ = ["O200K_BASE_SHA256", "count_tokens", "encoding", "is_loaded"]
+__all__ = ["O200K_BASE_SHA256", "count_tokens", "encoding", "is_loaded", "vendored_o200k_base"]
 
 O200K_BASE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 _DATA_FILE = "o200k_base.tiktoken.gz"
@@ -41,7 +41,8 @@ _lock = threading.Lock()
 _encoding: tiktoken.Encoding | None = None
 
 
-def _read_ranks() -> dict[bytes, int]:
+def vendored_o200k_base() -> bytes:
+    """The vendored o200k_base rank file, decompressed and checked against its SHA-256."""
     try:
         raw = gzip.decompress(resources.files("composer._data").joinpath(_DATA_FILE).read_bytes())
     except (OSError, EOFError) as e:
@@ -51,8 +52,12 @@ def _read_ranks() -> dict[bytes, int]:
         raise TokenizerError(
             f"{_DATA_FILE} has SHA-256 {digest}, expected {O200K_BASE_SHA256}; reinstall composer"
         )
+    return raw
+
+
+def _read_ranks() -> dict[bytes, int]:
     ranks: dict[bytes, int] = {}
-    for line in raw.splitlines():
+    for line in vendored_o200k_base().splitlines():
         if line:
             token, rank = line.split()
             ranks[base64.b64decode(token)] = int(rank)
