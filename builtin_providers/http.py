@@ -42,7 +42,7 @@ from builtin_providers._net import (
 )
 from builtin_providers.base import ManifestProvider
 from composer.errors import ProviderError
-from composer.manifest import ProviderConfig, StrictModel
+from composer.manifest import ProviderConfig, StrictModel, redact
 from composer.plugins import BuildContext, ProviderType
 from composer.templating import (
     CONTEXT_NAMES,
@@ -198,9 +198,9 @@ class _Request:
     content: bytes | None
 
     def secrets(self) -> list[str]:
-        """Header and query values, longest first, to scrub from any text shown to people."""
+        """Header and query values (4 characters or more) to scrub from text shown to people."""
         values = list(self.headers.values()) + [v for _, v in self.url.params.multi_items()]
-        return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+        return [v for v in values if len(v) >= 4]
 
 
 class _Retry(Exception):
@@ -361,8 +361,7 @@ class HttpProvider(ManifestProvider):
         is scrubbed of the URL's query and of every header value first."""
         if detail:
             detail = detail.replace(str(request.url), redact_url(request.url))
-            for secret in request.secrets():
-                detail = detail.replace(secret, "***")
+            detail = redact(detail, request.secrets())
             message = f"{message}: {detail}"
         return ProviderError(
             f"http {self.name!r}: {request.method} {redact_url(request.url)}: {message}"
