@@ -18,9 +18,6 @@ import pytest
 from localserver import serving
 from netblock import blocked_pythonpath
 
-REPO = Path(__file__).resolve().parents[2]
-CONFIGS = REPO / "configs"
-
 # Variables that would change what the bundled manifests load to; every test starts without them.
 MANIFEST_VARIABLES = ("STATUS_URL", "STATUS_TOKEN", "COMPOSER_ENV", "COMPOSER_MANIFEST", "NO_COLOR")
 

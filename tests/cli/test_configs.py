@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from repofiles import CONFIGS
 
 from composer import load_manifest
 from composer.cli import main
 from composer.preview import PreviewDocument
 from composer.schema import manifest_schema
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 ENVIRONMENTS = ["dev", "staging", "prod"]
 BUILT_IN_TYPES = {"static", "file_corpus", "memory", "http"}
 SCHEMA_LINE = "# yaml-language-server: $schema="

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from repofiles import CONFIGS, put
 
 from composer.cli import main
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SECRET = "s3cret-Token-7f9a"
 QUOTE = '"'
-
-
-def put(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def where(file: str, needle: str, value: str) -> str:

@@ -4,23 +4,16 @@ set it (base or overlay), defaults marked, values from variables shown as writte
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
+from repofiles import CONFIGS, put
 
 from composer import load_manifest
 from composer.cli import main
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SECRET = "s3cret-Token-7f9a"
 LOCATION = re.compile(r"(default|.+\.yaml:\d+:\d+)")
-
-
-def put(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def where(file: str, needle: str, value: str | None = None) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
-from conftest import CONFIGS
+from repofiles import CONFIGS
 
 Run = Callable[..., CompletedProcess[str]]
 

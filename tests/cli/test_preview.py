@@ -14,11 +14,11 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from repofiles import CONFIGS, put
 
 import composer
 from builtin_providers.static import provider_type as static_type
@@ -28,19 +28,12 @@ from composer.manifest import ProviderConfig
 from composer.plugins import ProviderType, ProviderTypes
 from composer.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 HEADERS = ["provider", "type", "priority", "max_tokens", "outcome", "tokens", "ms"]
 DEV_INSTRUCTION = "The API returns 502 errors"
 OUTAGE_INSTRUCTION = "Is there an outage on the public API?"
 SECRET = "s3cret-Token-7f9a"
 BEGIN = "----- model-visible guidance: system + injected blocks + guidance -----"
 END = "----- end -----"
-
-
-def put(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def reference_turn(

@@ -6,10 +6,10 @@ import io
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from repofiles import put
 
 from composer import __version__, count_tokens
 from composer.cli import Output, main
@@ -48,12 +48,6 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("COMPOSER_MANIFEST", raising=False)
     monkeypatch.delenv("NO_COLOR", raising=False)
     return tmp_path
-
-
-def put(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def test_a_valid_manifest_exits_0_with_a_summary(here, capsys) -> None:
