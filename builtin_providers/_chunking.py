@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from composer.tokens import count_tokens
+from composer.plugin import count_tokens
 
 __all__ = ["ChunkBy", "Passage", "split_passages"]
 

@@ -28,11 +28,18 @@ from pydantic import Field
 
 from builtin_providers._chunking import ChunkBy, Passage, split_passages
 from builtin_providers._confined import ConfinedReader, GlobSet, SkipFile, WalkStats
-from builtin_providers.base import ManifestProvider
-from composer.errors import ProviderError
-from composer.manifest import ManifestPath, ProviderConfig
-from composer.plugins import BuildContext, ProviderType
-from composer.templating import CONTEXT_NAMES, Template, compile_template, template_check
+from composer.plugin import (
+    CONTEXT_NAMES,
+    BuildContext,
+    ManifestPath,
+    Provider,
+    ProviderConfig,
+    ProviderError,
+    ProviderType,
+    Template,
+    compile_template,
+    template_check,
+)
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -283,7 +290,7 @@ class CorpusIndex:
         ]
 
 
-class FileCorpusProvider(ManifestProvider):
+class FileCorpusProvider(Provider[FileCorpusConfig]):
     """Renders the query, searches the shared index, formats the hits; no hit, no block."""
 
     def __init__(self, config: FileCorpusConfig, index: CorpusIndex) -> None:
@@ -294,7 +301,7 @@ class FileCorpusProvider(ManifestProvider):
         self._query = compile_template(config.query)
         self._template = compile_template(config.template, _TEMPLATE_NAMES)
 
-    async def prepare(self, progress: Progress | None = None) -> CorpusStats:
+    async def warm_up(self, progress: Progress | None = None) -> CorpusStats:
         """Build (or refresh) the index now, e.g. behind a CLI progress indicator."""
         return await asyncio.to_thread(self.index.refresh, progress or self.progress)
 

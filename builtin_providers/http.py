@@ -40,16 +40,19 @@ from builtin_providers._net import (
     resolve_public,
     split_origin,
 )
-from builtin_providers.base import ManifestProvider
-from composer.errors import ProviderError
-from composer.manifest import ProviderConfig, StrictModel, redact
-from composer.plugins import BuildContext, ProviderType
-from composer.templating import (
+from composer.plugin import (
     CONTEXT_NAMES,
+    BuildContext,
     CompiledTemplate,
+    Provider,
+    ProviderConfig,
+    ProviderError,
+    ProviderType,
+    StrictModel,
     Template,
     UrlTemplate,
     compile_template,
+    redact,
     template_check,
 )
 
@@ -253,7 +256,7 @@ def _redact_httpx_logs() -> None:
         httpx_logger.addFilter(_HTTPX_FILTER)
 
 
-class HttpProvider(ManifestProvider):
+class HttpProvider(Provider[HttpConfig]):
     """One httpx.AsyncClient per provider, created on first use, closed by ``aclose()``."""
 
     def __init__(self, config: HttpConfig, client: httpx.AsyncClient | None = None) -> None:

@@ -17,16 +17,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from builtin_providers.base import ManifestProvider
 from builtin_providers.memory_store import JsonlMemoryStore, MemoryItem, MemoryQuery, MemoryStore
-from composer.adapters import branch_view
-from composer.errors import ProviderError
-from composer.manifest import ManifestPath, ProviderConfig, StrictModel
-from composer.plugins import BuildContext, ProviderType
-from composer.templating import (
+from composer.plugin import (
     CONTEXT_NAMES,
+    BuildContext,
     CompiledTemplate,
+    ManifestPath,
+    Provider,
+    ProviderConfig,
+    ProviderError,
+    ProviderType,
+    StrictModel,
     Template,
+    branch_view,
     compile_template,
     template_check,
 )
@@ -151,7 +154,7 @@ def _content(response: Any) -> Any:
     return response if isinstance(response, (str, int, float, bool, list)) else str(response)
 
 
-class MemoryProvider(ManifestProvider):
+class MemoryProvider(Provider[MemoryConfig]):
     """Runs the configured MemoryQuery on its store and renders each hit."""
 
     def __init__(self, config: MemoryConfig, store: MemoryStore | None) -> None:

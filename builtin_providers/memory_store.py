@@ -23,11 +23,13 @@ import os
 import stat
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from composer.plugin import StoreError
 
 fcntl: ModuleType | None
 try:
@@ -46,6 +48,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 _ID_NAMESPACE = uuid.UUID("6f1d2a4e-3c1b-4f57-9a0e-8f4d6c2b7a10")
 
@@ -140,16 +144,16 @@ class JsonlMemoryStore:
         """Append ``item`` (a MemoryItem, or anything with its fields) as one line."""
         record = _record(item)
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        await asyncio.to_thread(self._append, line.encode())
+        await self._io(self._append, line.encode())
         return item_id(record["id"])
 
     async def retrieve(self, item_id_: Any) -> MemoryItem | None:
         wanted = item_id(item_id_)
-        items = await asyncio.to_thread(self.items)
+        items = await self._io(self.items)
         return next((item for item in items if item.id == wanted), None)
 
     async def search(self, query: Any) -> list[MemoryItem]:
-        items = await asyncio.to_thread(self.items)
+        items = await self._io(self.items)
         spec = MemoryQuery(
             text=getattr(query, "text", None),
             tags=getattr(query, "tags", None),
@@ -157,6 +161,14 @@ class JsonlMemoryStore:
             limit=getattr(query, "limit", 20),
         )
         return [item for item in items if matches(item, spec)][: max(spec.limit, 0)]
+
+    async def _io(self, work: Callable[..., _T], *args: Any) -> _T:
+        """``work`` off the event loop; a failing file is the provider's ``StoreError``."""
+        try:
+            return await asyncio.to_thread(work, *args)
+        except OSError as e:
+            message = f"memory file {self.path}: {e.strerror}" if e.strerror else str(e)
+            raise StoreError(message) from e
 
     def items(self) -> list[MemoryItem]:
         """Every well-formed item in file order (bad lines logged and skipped)."""

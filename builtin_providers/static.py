@@ -6,10 +6,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from builtin_providers.base import ManifestProvider
-from composer.manifest import ProviderConfig
-from composer.plugins import BuildContext, ProviderType
-from composer.templating import Template, compile_template
+from composer.plugin import (
+    BuildContext,
+    Provider,
+    ProviderConfig,
+    ProviderType,
+    Template,
+    compile_template,
+)
 
 __all__ = ["StaticConfig", "StaticProvider", "provider_type"]
 
@@ -21,7 +25,7 @@ class StaticConfig(ProviderConfig):
     text: Template = Field(description="The block (a Jinja template; see the template context).")
 
 
-class StaticProvider(ManifestProvider):
+class StaticProvider(Provider[StaticConfig]):
     def __init__(self, config: StaticConfig) -> None:
         super().__init__(config)
         self._template = compile_template(config.text)

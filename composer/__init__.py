@@ -5,8 +5,8 @@ The runtime (registry, budget admission, report, ephemeral fold) is ADR-0008's, 
 
 from composer.build import attach, build_registry
 from composer.errors import ComposerError, ManifestError, ProviderError, TemplateError
-from composer.loader import load_manifest
 from composer.manifest import Manifest
+from composer.manifest.loader import load_manifest
 from composer.registry import ContextProvider, ContextProviderRegistry, ProviderReport
 from composer.tokens import count_tokens
 from composer.turn import Branch, Instruction, PreparedTurn, prepare_turn

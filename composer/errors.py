@@ -2,11 +2,17 @@
 
     ComposerError
     ├── ManifestError(ComposerError, ValueError)   a manifest is wrong; located at path:line:column
+    ├── SettingsError                              COMPOSER_* settings, .env or secrets dir unusable
+    ├── PluginError                                a provider type cannot be loaded or is malformed
+    │   └── UnknownProviderType(PluginError, KeyError)   no installed package provides that type
     ├── TemplateError                              a Jinja template failed to compile or render
     ├── ProviderError                              a provider failed at run time (the registry contains it)
+    │   └── StoreError                             a memory store could not be read or written
     └── TokenizerError                             the vendored o200k_base file is missing or corrupt
 
-Catch ``ComposerError`` to handle every one of them in a single clause.
+Catch ``ComposerError`` to handle every one of them in a single clause. A plugin that cannot be
+loaded fails only the manifests that name its type, as a located ``ManifestError`` naming the
+entry point.
 """
 
 from __future__ import annotations
@@ -14,7 +20,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["ComposerError", "ManifestError", "ProviderError", "TemplateError", "TokenizerError"]
+__all__ = [
+    "ComposerError",
+    "ManifestError",
+    "PluginError",
+    "ProviderError",
+    "SettingsError",
+    "StoreError",
+    "TemplateError",
+    "TokenizerError",
+    "UnknownProviderType",
+]
 
 
 class ComposerError(Exception):
@@ -62,6 +78,31 @@ class ManifestError(ComposerError, ValueError):
         return cls(first.path, first.line, first.column, first.message, others=rest)
 
 
+class SettingsError(ComposerError):
+    """composer's own settings (``COMPOSER_*``, the ``.env`` file, the secrets directory) are
+    unusable, or no manifest was named; no manifest file is at fault, so there is no location."""
+
+
+class PluginError(ComposerError):
+    """A provider type could not be loaded from its entry point, or is not a ``ProviderType``."""
+
+    def __init__(self, message: str, *, entry_point: str | None = None) -> None:
+        self.entry_point = entry_point
+        super().__init__(message)
+
+
+class UnknownProviderType(PluginError, KeyError):
+    """A manifest names a type no installed package provides; ``known`` lists those that are."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(f"unknown provider type {name!r}; known types: {', '.join(known)}")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
 class TemplateError(ComposerError):
     """A Jinja template did not compile, referenced an unknown name, or failed while rendering."""
 
@@ -72,6 +113,10 @@ class TemplateError(ComposerError):
 
 class ProviderError(ComposerError):
     """A provider could not produce its block this turn; the registry records it as failed."""
+
+
+class StoreError(ProviderError):
+    """A memory store could not be read or written (the file's ``OSError`` is the cause)."""
 
 
 class TokenizerError(ComposerError):

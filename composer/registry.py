@@ -10,18 +10,40 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["DEFAULT_BUDGET", "ContextProvider", "ContextProviderRegistry", "ProviderReport"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "BranchLike",
+    "ContextProvider",
+    "ContextProviderRegistry",
+    "InstructionLike",
+    "ProviderReport",
+]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BUDGET = 2000
 
 
+class BranchLike(Protocol):
+    """A conversation branch as the runtime and providers see it: ``composer.Branch`` or a
+    lionagi Branch. Only ``id`` is common to both; read the rest through the template context
+    (``composer.plugin.template_context``), which handles either shape."""
+
+    @property
+    def id(self) -> Any: ...
+
+
+class InstructionLike(Protocol):
+    """One user turn: ``composer.Instruction`` (``text``, ``guidance``, ``context``) or a lionagi
+    Instruction (its ``content``). The two share no attribute, so this Protocol promises none:
+    read it through the template context, never by attribute."""
+
+
 @runtime_checkable
 class ContextProvider(Protocol):
     """Structural contract for pre-turn context (ADR D1); registration never checks it."""
 
-    async def provide(self, branch: Any, instruction: Any) -> str | None: ...
+    async def provide(self, branch: BranchLike, instruction: InstructionLike) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -82,7 +104,7 @@ class ContextProviderRegistry:
         """A new list of the registered provider objects, in registration order."""
         return [entry.provider for entry in self._entries]
 
-    async def gather(self, branch: Any, instruction: Any) -> ProviderReport:
+    async def gather(self, branch: BranchLike, instruction: InstructionLike) -> ProviderReport:
         """Call every provider in order, then admit results by priority under the budget.
 
         ADR D2: sequential, ``Exception`` contained and logged, ``BaseException`` propagates,
@@ -127,7 +149,7 @@ class ContextProviderRegistry:
                 report.fired.append({"provider_name": entry.name, "tokens": tokens})
         return report
 
-    async def gather_writeback(self, branch: Any, action_responses: list[Any]) -> None:
+    async def gather_writeback(self, branch: BranchLike, action_responses: list[Any]) -> None:
         """Call each provider's optional ``writeback`` in order, containing failures (ADR D7)."""
         for entry in self._entries:
             hook = getattr(entry.provider, "writeback", None)

@@ -13,8 +13,9 @@ import pytest
 
 import composer
 from builtin_providers.static import provider_type as static_type
-from composer.plugins import ProviderType, ProviderTypes
-from composer.reference import END, START, markdown_reference, with_reference
+from composer.catalog import ProviderTypes
+from composer.cli.reference import END, START, markdown_reference, with_reference
+from composer.plugin import ProviderType
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -33,7 +34,7 @@ def _blocks(text: str, language: str) -> list[str]:
 def test_manifest_reference_matches_the_models() -> None:
     """The reference section is exactly what the models generate (regenerate, don't edit)."""
     assert with_reference(README, markdown_reference()) == README, (
-        "README reference is stale: run `python -m composer.reference README.md`"
+        "README reference is stale: run `python -m composer.cli.reference README.md`"
     )
     for name in ("static", "file_corpus", "memory", "http"):
         assert f"### `type: {name}`" in README[README.index(START) : README.index(END)]

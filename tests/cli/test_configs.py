@@ -12,8 +12,8 @@ from repofiles import CONFIGS
 
 from composer import load_manifest
 from composer.cli import main
-from composer.preview import PreviewDocument
-from composer.schema import manifest_schema
+from composer.cli.preview import PreviewDocument
+from composer.cli.schema import manifest_schema
 
 ENVIRONMENTS = ["dev", "staging", "prod"]
 BUILT_IN_TYPES = {"static", "file_corpus", "memory", "http"}

@@ -23,10 +23,11 @@ from repofiles import CONFIGS, put
 import composer
 from builtin_providers.static import provider_type as static_type
 from composer import Branch, Instruction, ProviderReport, build_registry, count_tokens
+from composer.catalog import ProviderTypes
 from composer.cli import main
+from composer.cli.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
 from composer.manifest import ProviderConfig
-from composer.plugins import ProviderType, ProviderTypes
-from composer.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
+from composer.plugin import ProviderType
 
 HEADERS = ["provider", "type", "priority", "max_tokens", "outcome", "tokens", "ms"]
 DEV_INSTRUCTION = "The API returns 502 errors"

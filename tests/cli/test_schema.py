@@ -6,10 +6,11 @@ import json
 from typing import Any, Literal
 
 from builtin_providers.static import provider_type as static_type
+from composer.catalog import ProviderTypes
 from composer.cli import main
+from composer.cli.schema import manifest_schema
 from composer.manifest import ProviderConfig
-from composer.plugins import ProviderType, ProviderTypes
-from composer.schema import manifest_schema
+from composer.plugin import ProviderType
 
 
 class OtherConfig(ProviderConfig):

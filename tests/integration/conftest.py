@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from builtin_providers.static import provider_type as static_type
-from composer.plugins import ProviderTypes
+from composer.catalog import ProviderTypes
 
 from .support import MODEL, PROBE, SYSTEM, ChatServer, serve_chat, write_tiktoken_cache
 

@@ -20,7 +20,7 @@ from localserver import serving
 
 from composer.lionagi_support import prime_tiktoken_cache
 from composer.manifest import ProviderConfig
-from composer.plugins import BuildContext, ProviderType
+from composer.plugin import BuildContext, ProviderType
 
 MODEL = "gpt-4.1-mini"  # tiktoken maps it to o200k_base, the one encoding composer vendors
 SYSTEM = "You are the on-call assistant for the payments team."

@@ -12,7 +12,7 @@ from lionagi import Branch
 from lionagi.protocols.memory import InMemoryStore, MemoryItem, MemoryQuery
 
 import composer
-from composer.adapters import branch_memory, branch_view, instruction_view
+from composer.templating.views import branch_memory, branch_view, instruction_view
 
 LOGS = {"auto_save_on_exit": False}
 

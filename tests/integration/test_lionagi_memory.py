@@ -21,8 +21,8 @@ import composer
 from builtin_providers.memory import MemoryConfig
 from builtin_providers.memory import provider_type as memory_type
 from builtin_providers.static import provider_type as static_type
+from composer.catalog import ProviderTypes
 from composer.manifest import Manifest, ProviderConfig
-from composer.plugins import ProviderTypes
 
 TYPES = ProviderTypes([static_type, memory_type])
 QUESTION = "Why did refund R-7 fail?"

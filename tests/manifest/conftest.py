@@ -16,8 +16,9 @@ import pytest
 from pydantic import Field
 
 from builtin_providers.static import provider_type as static_type
+from composer.catalog import ProviderTypes
 from composer.manifest import ManifestPath, ProviderConfig, StrictModel
-from composer.plugins import BuildContext, ProviderType, ProviderTypes
+from composer.plugin import BuildContext, ProviderType
 
 
 class Request(StrictModel):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from composer.catalog import ProviderTypes
 from composer.errors import ManifestError
-from composer.loader import MAX_BYTES, MAX_DEPTH, load_manifest
-from composer.plugins import ProviderTypes
+from composer.manifest.loader import MAX_BYTES, MAX_DEPTH, load_manifest
 
 HEAD = "version: 1\nproviders:\n"
 

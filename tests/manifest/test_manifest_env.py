@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from composer.errors import ManifestError
-from composer.loader import load_manifest
-from composer.settings import load_settings
+from composer.errors import ManifestError, SettingsError
+from composer.manifest.loader import load_manifest
+from composer.manifest.settings import load_settings
 
 ONE = "version: 1\nbudget: {budget}\n"
 TEXT = "version: 1\nproviders:\n  - name: a\n    type: static\n    text: {text}\n"
@@ -65,7 +65,7 @@ def test_composer_manifest_is_used_without_a_path(envs, types) -> None:
 
 
 def test_no_path_and_no_composer_manifest_is_an_error(write, types) -> None:
-    with pytest.raises(ManifestError, match=r"^COMPOSER_MANIFEST:1:1: no manifest given"):
+    with pytest.raises(SettingsError, match=r"^no manifest given"):
         load_manifest(environ={}, types=types)
 
 
@@ -199,19 +199,6 @@ def test_names_that_collide_once_substituted_are_an_error(write, types) -> None:
         match=r'^m\.yaml:4:12: provider "\$\{TEAM\}": the same name as the provider at line 3',
     ):
         load_manifest("m.yaml", environ={"TEAM": "ops"}, types=types)
-
-
-def test_a_broken_plugin_is_a_manifest_error_naming_it(write, monkeypatch) -> None:
-    from composer.errors import ComposerError
-    from composer.plugins import ProviderTypes
-
-    def broken() -> ProviderTypes:
-        raise ComposerError("cannot load provider type 'x' (pkg.mod:thing): boom")
-
-    monkeypatch.setattr(ProviderTypes, "installed", staticmethod(broken))
-    write("m.yaml", "version: 1\n")
-    with pytest.raises(ManifestError, match=r"^m\.yaml:1:1: cannot load provider types: .*'x'"):
-        load_manifest("m.yaml", environ={})
 
 
 def test_an_unset_variable_brings_no_follow_on_error(write, types) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from composer.catalog import ProviderTypes
 from composer.errors import ManifestError
-from composer.loader import load_manifest
 from composer.manifest import Origin
-from composer.plugins import ProviderTypes
+from composer.manifest.loader import load_manifest
 
 BASE = """
 version: 1

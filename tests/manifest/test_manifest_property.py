@@ -10,10 +10,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from composer.catalog import ProviderTypes
 from composer.errors import ManifestError
-from composer.loader import load_manifest
 from composer.manifest import Manifest
-from composer.plugins import ProviderTypes
+from composer.manifest.loader import load_manifest
 
 ENVIRON = {"A": "alpha", "N": "7"}
 LOCATED = re.compile(r"^[^\n]*:\d+:\d+: \S")

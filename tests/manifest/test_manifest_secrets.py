@@ -9,11 +9,12 @@ import pytest
 from pydantic import field_validator
 
 from builtin_providers.static import provider_type as static_type
+from composer.catalog import ProviderTypes
 from composer.cli import main
 from composer.errors import ManifestError
-from composer.loader import load_manifest
 from composer.manifest import ProviderConfig
-from composer.plugins import ProviderType, ProviderTypes
+from composer.manifest.loader import load_manifest
+from composer.plugin import ProviderType
 
 SECRET = "s3cr3t-Value-9f2c"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from composer.catalog import ProviderTypes
 from composer.errors import ManifestError
-from composer.loader import load_manifest
-from composer.plugins import ProviderTypes
+from composer.manifest.loader import load_manifest
 
 PROBE = "version: 1\nproviders:\n  - name: p\n    type: probe\n"
 

@@ -10,7 +10,7 @@ import pytest
 
 from builtin_providers._confined import ConfinedReader, GlobSet, SkipFile
 from builtin_providers.file_corpus import CorpusIndex, FileCorpusConfig, FileCorpusProvider
-from composer.build import build_registry
+from composer.build import build_registry, manage
 from composer.errors import ProviderError
 from composer.manifest import Manifest
 from composer.tokens import count_tokens
@@ -84,10 +84,12 @@ async def test_query_template(corpus: Path) -> None:
 
 
 async def test_when_false_does_no_work(corpus: Path) -> None:
+    """The engine's guard keeps a corpus provider from even building its index."""
     p = provider(corpus, when="'deploy' in instruction.text")
-    assert await ask(p, "rollback") is None
+    guarded = manage(p, p.config)
+    assert await guarded.provide(Branch("sys"), Instruction("rollback")) is None
     assert p.index.stats is None  # never built
-    assert await ask(p, "deploy rollback") is not None
+    assert await guarded.provide(Branch("sys"), Instruction("deploy rollback")) is not None
 
 
 async def test_include_exclude_and_hidden_files(corpus: Path) -> None:
@@ -190,7 +192,7 @@ async def test_passages_never_exceed_chunk_tokens(tmp_path: Path, chunk_by: str)
         f"# One\n\n{long_paragraph}\n\nshort tail\n\n# Two\n\n" + "x" * 9000 + "\n"
     )
     p = provider(tmp_path, chunk_by=chunk_by, chunk_tokens=64)
-    stats = await p.prepare()
+    stats = await p.warm_up()
     assert stats.passages > 10
     snapshot = p.index._snapshot
     assert snapshot is not None
@@ -231,16 +233,16 @@ async def test_index_is_shared_between_registries_of_one_manifest(corpus: Path) 
         ],
     )
     first, second = build_registry(manifest), build_registry(manifest)
-    indexes = {id(p.index) for p in first.providers + second.providers}
+    indexes = {id(m.provider.index) for m in first.managed + second.managed}
     assert len(indexes) == 1
     other = build_registry(Manifest(version=1, providers=[FileCorpusConfig(name="a", root=corpus)]))
-    assert other.providers[0].index is not first.providers[0].index
+    assert other.managed[0].provider.index is not first.managed[0].provider.index
 
 
 async def test_progress_callback(corpus: Path) -> None:
     seen: list[tuple[int, int]] = []
     p = provider(corpus)
-    stats = await p.prepare(lambda done, total: seen.append((done, total)))
+    stats = await p.warm_up(lambda done, total: seen.append((done, total)))
     assert seen == [(1, 2), (2, 2)]
     assert stats.files == 2
 

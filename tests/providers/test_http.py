@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from builtin_providers._net import is_public, redact_url
 from builtin_providers.http import HttpConfig, HttpProvider
+from composer.build import manage
 from composer.errors import ProviderError
 from composer.registry import ContextProviderRegistry
 from composer.turn import Branch, Instruction
@@ -318,10 +319,12 @@ async def test_environment_proxies_are_ignored(
 
 
 async def test_when_guard(server: LocalServer, http_provider: Make) -> None:
+    """A false guard means no request at all, not a request whose answer is dropped."""
     provider = http_provider(url=f"{server.url}/text", when="'status' in instruction.text")
-    assert await ask(provider, "hello") is None
+    guarded = manage(provider, provider.config)
+    assert await guarded.provide(Branch("s"), Instruction("hello")) is None
     assert server.requests == []
-    assert await ask(provider, "status please") == "plain words"
+    assert await guarded.provide(Branch("s"), Instruction("status please")) == "plain words"
 
 
 async def test_block_private_connects_to_the_checked_address(

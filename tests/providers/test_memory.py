@@ -13,7 +13,7 @@ import pytest
 from builtin_providers.memory import MemoryConfig, MemoryProvider
 from builtin_providers.memory_store import JsonlMemoryStore, MemoryItem, MemoryQuery, item_id
 from composer.build import build_registry
-from composer.errors import ProviderError
+from composer.errors import ProviderError, StoreError
 from composer.manifest import Manifest
 from composer.turn import Branch, Instruction
 
@@ -37,7 +37,7 @@ def memfile(tmp_path: Path) -> Path:
 
 def memory_provider(source: Any, **options: Any) -> MemoryProvider:
     manifest = Manifest(version=1, providers=[MemoryConfig(name="mem", source=source, **options)])
-    return build_registry(manifest).providers[0]  # type: ignore[no-any-return]
+    return build_registry(manifest).managed[0].provider  # type: ignore[return-value]
 
 
 async def contents(store: Any, **query: Any) -> list[Any]:
@@ -124,7 +124,7 @@ async def test_a_file_over_the_size_cap_fails_instead_of_being_read(memfile: Pat
     """A memory file grown past max_bytes is an error naming the limit, not a huge read."""
     size = memfile.stat().st_size
     assert await contents(JsonlMemoryStore(memfile, max_bytes=size))  # at the cap: fine
-    with pytest.raises(OSError, match=rf"is {size} bytes, over the {size - 1}-byte limit"):
+    with pytest.raises(StoreError, match=rf"is {size} bytes, over the {size - 1}-byte limit"):
         await contents(JsonlMemoryStore(memfile, max_bytes=size - 1))
 
 

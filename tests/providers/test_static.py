@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from builtin_providers.static import StaticConfig, StaticProvider
+from composer.build import manage
 from composer.errors import TemplateError
 from composer.turn import Branch, Instruction
 
@@ -25,7 +26,8 @@ async def test_template_renders_each_turn() -> None:
 
 
 async def test_when_and_failures() -> None:
-    guarded = StaticProvider(StaticConfig(name="r", text="hi", when="instruction.text == 'go'"))
+    config = StaticConfig(name="r", text="hi", when="instruction.text == 'go'")
+    guarded = manage(StaticProvider(config), config)
     assert await guarded.provide(Branch("s"), Instruction("stop")) is None
     assert await guarded.provide(Branch("s"), Instruction("go")) == "hi"
     empty = StaticProvider(StaticConfig(name="r", text="{{ '' }}"))

@@ -20,13 +20,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from composer.errors import ComposerError, ManifestError
+from composer.catalog import ProviderTypes
+from composer.errors import ManifestError, PluginError, SettingsError
 from composer.manifest import KeyPath, Manifest, Origin, SourceStr, redact
-from composer.overlay import merge_chain
-from composer.plugins import ProviderTypes
-from composer.settings import VARIABLE_NAME, Variables, load_settings
-from composer.validation_errors import did_you_mean, translate
-from composer.yamlnodes import (
+from composer.manifest.overlay import merge_chain
+from composer.manifest.settings import VARIABLE_NAME, Variables, load_settings
+from composer.manifest.validation_errors import did_you_mean, translate
+from composer.manifest.yamlnodes import (
     MAX_BYTES,
     MAX_DEPTH,
     Map,
@@ -278,7 +278,11 @@ class _Session:
                 )
             )
             return None
-        model = self.types.get(type_name).config
+        try:
+            model = self.types.get(type_name).config
+        except PluginError as e:  # only the manifests that name a broken plugin fail
+            self.errors.append(type_node.mark.error(f'{label}: provider type "{type_name}": {e}'))
+            return None
         try:
             return model.model_validate(value)
         except ValidationError as e:
@@ -350,7 +354,8 @@ def load_manifest(
     environ: Mapping[str, str] | None = None,
     types: ProviderTypes | None = None,
 ) -> Manifest:
-    """Read, merge, interpolate and validate a manifest; every failure is one ManifestError.
+    """Read, merge, interpolate and validate a manifest; every failure is one ManifestError,
+    except unusable composer settings (``SettingsError``: no manifest file is at fault).
 
     ``path`` is a file, or a folder of per-environment files from which ``env`` (else
     ``COMPOSER_ENV``) picks ``<env>.yaml``; a folder without an environment is an error listing
@@ -362,21 +367,14 @@ def load_manifest(
     try:
         settings = load_settings(environ)
     except (ValidationError, ValueError, OSError) as e:
-        raise ManifestError(
-            "COMPOSER_MANIFEST", 1, 1, f"bad composer settings ({type(e).__name__})"
-        ) from e
+        raise SettingsError(f"bad composer settings ({type(e).__name__})") from e
     if path is None:
         if settings.manifest is None:
-            raise ManifestError(
-                "COMPOSER_MANIFEST", 1, 1, "no manifest given: pass a path or set COMPOSER_MANIFEST"
-            )
+            raise SettingsError("no manifest given: pass a path or set COMPOSER_MANIFEST")
         path = settings.manifest
     display = os.fspath(path)
     if types is None:
-        try:
-            types = ProviderTypes.installed()
-        except ComposerError as e:  # a broken plugin; its message names the entry point
-            raise ManifestError(display, 1, 1, f"cannot load provider types: {e}") from e
+        types = ProviderTypes.installed()
     try:
         session = _Session(settings.variables(environ), types)
         display, file = _select(path, env or settings.env)
@@ -399,4 +397,5 @@ def _load(session: _Session, display: str, file: Path) -> Manifest:
     manifest._path = Path(display)
     manifest._secrets = frozenset(session.secrets)
     manifest._origins = dict(session.origins)
+    manifest._types = session.types
     return manifest

@@ -15,11 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer.build import build_registry
-from composer.manifest import Manifest, ProviderConfig
-from composer.plugins import ProviderTypes
+from composer.build import ManagedProvider, build_registry
+from composer.catalog import ProviderTypes
+from composer.manifest import Manifest
 from composer.registry import ContextProviderRegistry, ProviderReport
-from composer.templating import compile_expression, template_context
 from composer.tokens import count_tokens
 from composer.turn import Branch, Instruction, prepare_turn
 
@@ -89,7 +88,7 @@ class Preview:
 class _Recorder:
     """Stands in for a provider: forwards ``provide`` and notes its result, error and time."""
 
-    def __init__(self, provider: Any) -> None:
+    def __init__(self, provider: ManagedProvider) -> None:
         self.provider = provider
         self.called = False
         self.result: Any = None
@@ -133,7 +132,7 @@ async def run_preview(
     registry = ContextProviderRegistry(budget=built.budget)
     recorders: dict[str, _Recorder] = {}
     enabled = [config for config in manifest.providers if config.enabled]
-    for config, provider in zip(enabled, built.providers, strict=True):
+    for config, provider in zip(enabled, built.managed, strict=True):
         recorder = _Recorder(provider)
         recorders[config.name] = recorder
         registry.register(
@@ -145,10 +144,10 @@ async def run_preview(
     turn_instruction = Instruction(instruction)
     try:
         if progress is not None and system is not None:
-            await _prepare(built, progress)
+            await built.warm_up(progress)
         turn = await prepare_turn(branch, turn_instruction)
     finally:
-        await _close(built.providers)
+        await built.aclose()
     report = turn.report or ProviderReport()
     fired = {row["provider_name"]: int(row["tokens"]) for row in report.fired}
 
@@ -167,7 +166,7 @@ async def run_preview(
             row.error = manifest.redact(first_line(seen.error))
         elif not seen.result:
             row.outcome = "empty"
-            row.when = _when(config, branch, turn_instruction)
+            row.when = _when(seen.provider, branch, turn_instruction)
         elif config.name in fired:
             row.outcome = "fired"
             row.tokens = fired[config.name]
@@ -186,47 +185,19 @@ async def run_preview(
     )
 
 
-def _when(config: ProviderConfig, branch: Branch, instruction: Instruction) -> bool | None:
+def _when(provider: ManagedProvider, branch: Branch, instruction: Instruction) -> bool | None:
     """The value of the provider's ``when`` this turn, or None when it has none.
 
-    A false ``when`` makes a provider return nothing without doing any work, which the registry
+    A false ``when`` makes the engine skip a provider without a report row, which the registry
     cannot tell from a search that found nothing; the preview evaluates the guard again (the
     same sandboxed expression on the same turn) so the row can say which it was.
     """
-    if not config.when:
+    if not provider.config.when:
         return None
-    context = template_context(branch, instruction, provider=config.name)
     try:
-        return bool(compile_expression(config.when).evaluate(context))
+        return provider.guard(branch, instruction)
     except Exception:
         return None
-
-
-async def _prepare(
-    registry: ContextProviderRegistry,
-    progress: Callable[[str], Callable[[int, int], None] | None],
-) -> None:
-    """Let providers with a ``prepare`` step (a corpus index) do it now, reporting progress.
-
-    A failure here is not the preview's: the provider's own ``provide`` meets the same problem
-    during the turn, where the registry contains it and reports the provider failed (ADR D2),
-    exactly as at run time.
-    """
-    for name, provider in zip(registry.names, registry.providers, strict=True):
-        prepare = getattr(provider, "prepare", None)
-        if prepare is not None:
-            try:
-                await prepare(progress(name))
-            except Exception:
-                continue
-
-
-async def _close(providers: list[Any]) -> None:
-    """Close providers that hold resources (an HTTP client), so a one-shot preview leaks none."""
-    for provider in providers:
-        aclose = getattr(provider, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 class _Document(BaseModel):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from composer.catalog import ProviderTypes
 from composer.manifest import manifest_model
-from composer.plugins import ProviderTypes
 
 __all__ = ["SCHEMA_DIALECT", "manifest_schema"]
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from composer.errors import ManifestError
 from composer.manifest import KeyPath
-from composer.yamlnodes import Map, Mark, Node, Seq
+from composer.manifest.yamlnodes import Map, Mark, Node, Seq
 
 __all__ = ["did_you_mean", "translate"]
 

@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from composer.catalog import ProviderTypes
 from composer.manifest import Manifest, ProviderConfig
-from composer.plugins import ProviderTypes
 
 __all__ = ["END", "START", "markdown_reference", "with_reference"]
 
@@ -105,7 +105,7 @@ def with_reference(readme: str, reference: str) -> str:
     return f"{head}{START}\n{reference}{END}{tail}"
 
 
-if __name__ == "__main__":  # python -m composer.reference README.md: refresh the README section
+if __name__ == "__main__":  # python -m composer.cli.reference README.md: refresh the README section
     import sys
 
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from composer.yamlnodes import Map, Node, Seq, scalar_at
+from composer.manifest.yamlnodes import Map, Node, Seq, scalar_at
 
 __all__ = ["merge_chain"]
 

@@ -28,9 +28,15 @@ from jinja2.environment import TemplateExpression
 from jinja2.parser import Parser
 from pydantic import AfterValidator
 
-from composer.adapters import branch_view, instruction_view
 from composer.errors import TemplateError
-from composer.sandbox import DEFAULT_LIMITS, RenderLimits, environment, harden, run_bounded
+from composer.templating.sandbox import (
+    DEFAULT_LIMITS,
+    RenderLimits,
+    environment,
+    harden,
+    run_bounded,
+)
+from composer.templating.views import branch_view, instruction_view
 
 __all__ = [
     "CONTEXT_NAMES",

@@ -1,7 +1,8 @@
 """Pydantic models of a manifest. No I/O here: ``loader.py`` reads files and builds these.
 
-A provider entry is validated by the config model of its type (found through ``plugins.py``);
-the fields every type shares live in ``ProviderConfig``. Unknown keys are errors everywhere.
+A provider entry is validated by the config model of its type (found through
+``composer.catalog``); the fields every type shares live in ``ProviderConfig``. Unknown keys
+are errors everywhere.
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ import functools
 import operator
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,19 +25,19 @@ from pydantic import (
     create_model,
 )
 
-from composer.registry import DEFAULT_BUDGET
+from composer.hooks import Closeable
+from composer.manifest.source import KeyPath, Origin, SourceStr
 from composer.templating import Expression
 
+if TYPE_CHECKING:
+    from composer.catalog import ProviderTypes
+
 __all__ = [
-    "KeyPath",
+    "DEFAULT_BUDGET",
     "Manifest",
     "ManifestPath",
-    "Origin",
     "ProviderConfig",
     "RuntimeConfig",
-    "SourceFloat",
-    "SourceInt",
-    "SourceStr",
     "StrictModel",
     "manifest_model",
     "redact",
@@ -45,8 +45,9 @@ __all__ = [
 
 _SHORT_SECRET = 4
 
-KeyPath = tuple[str | int, ...]
-"""Where a value sits in a manifest: keys and list indexes, providers addressed by name."""
+DEFAULT_BUDGET = 2000
+"""ADR-0008's default budget; the same number as ``composer.registry.DEFAULT_BUDGET`` (a test
+holds them equal), written twice so that the models need nothing of the runtime."""
 
 
 class StrictModel(BaseModel):
@@ -57,82 +58,6 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(
         extra="forbid", hide_input_in_errors=True, frozen=True, coerce_numbers_to_str=True
     )
-
-
-class SourceStr(str):
-    """A string read from a manifest file, remembering where it stood.
-
-    The loader hands every YAML string to validation as a SourceStr, so a ``ManifestPath``
-    can resolve a relative path against the folder of the file that holds it, even after
-    overlays merged values from several files.
-    """
-
-    path: Path
-    line: int
-    column: int
-
-    def __new__(cls, value: str, path: Path, line: int, column: int) -> SourceStr:
-        obj = super().__new__(cls, value)
-        obj.path = path
-        obj.line = line
-        obj.column = column
-        return obj
-
-
-class SourceInt(int):
-    """An integer read from a manifest; ``str()`` is its text as written (``007``, ``0x1F``).
-
-    Where a string field receives a number, validation uses ``str()`` of it (see
-    ``StrictModel``), so the value stays what the file says.
-    """
-
-    text: str
-
-    def __new__(cls, value: int, text: str) -> SourceInt:
-        obj = super().__new__(cls, value)
-        obj.text = text
-        return obj
-
-    def __str__(self) -> str:
-        return self.text
-
-
-class SourceFloat(float):
-    """A float read from a manifest; ``str()`` is its text as written, so ``1.10`` stays ``1.10``."""
-
-    text: str
-
-    def __new__(cls, value: float, text: str) -> SourceFloat:
-        obj = super().__new__(cls, value)
-        obj.text = text
-        return obj
-
-    def __str__(self) -> str:
-        return self.text
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where a manifest value was written: file, 1-based line and column, and its raw text.
-
-    ``raw`` is the scalar as written before ``${VAR}`` interpolation (None for a mapping or a
-    list); ``variables`` names the variables substituted into it. A value with variables is a
-    secret: show ``raw``, never the value.
-    """
-
-    path: str
-    line: int
-    column: int
-    raw: str | None = None
-    variables: tuple[str, ...] = ()
-
-    @property
-    def location(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}"
-
-    @property
-    def is_secret(self) -> bool:
-        return bool(self.variables)
 
 
 def _resolve_path(value: Any) -> Any:
@@ -205,6 +130,7 @@ class Manifest(StrictModel):
     _secrets: frozenset[str] = PrivateAttr(frozenset())
     _shared: dict[str, Any] = PrivateAttr(default_factory=dict)
     _origins: dict[KeyPath, Origin] = PrivateAttr(default_factory=dict)
+    _types: ProviderTypes | None = PrivateAttr(None)
 
     @property
     def path(self) -> Path | None:
@@ -215,6 +141,26 @@ class Manifest(StrictModel):
     def shared(self) -> dict[str, Any]:
         """Heavy provider state (an index, a client) shared by every registry built from it."""
         return self._shared
+
+    @property
+    def types(self) -> ProviderTypes | None:
+        """The provider types that validated this manifest (None when not loaded from a file).
+
+        ``build_registry`` builds from these, so attaching a manifest never rescans the
+        installed entry points and a manifest loaded with ``types=`` builds with the same.
+        """
+        return self._types
+
+    async def aclose(self) -> None:
+        """Close the shared state that holds resources (an HTTP pool, a store), then forget it.
+
+        Registries built afterwards make their shared state again.
+        """
+        shared = list(self._shared.values())
+        self._shared.clear()
+        for value in shared:
+            if isinstance(value, Closeable):
+                await value.aclose()
 
     @property
     def origins(self) -> Mapping[KeyPath, Origin]:

@@ -22,12 +22,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 from composer import __version__
-from composer.checks import manifest_warnings
-from composer.errors import ComposerError, ManifestError
-from composer.explain import diff_manifests, explain_lines
-from composer.loader import load_manifest
-from composer.manifest import Manifest
-from composer.preview import (
+from composer.catalog import ProviderTypes
+from composer.cli.checks import manifest_warnings
+from composer.cli.explain import diff_manifests, explain_lines
+from composer.cli.preview import (
     DEFAULT_SYSTEM,
     Preview,
     PreviewDocument,
@@ -35,7 +33,10 @@ from composer.preview import (
     first_line,
     run_preview,
 )
-from composer.schema import manifest_schema
+from composer.cli.schema import manifest_schema
+from composer.errors import ComposerError, ManifestError, SettingsError
+from composer.manifest import Manifest
+from composer.manifest.loader import load_manifest
 
 __all__ = [
     "COMMANDS",
@@ -103,6 +104,9 @@ def _load(args: argparse.Namespace, output: Output, env: str | None = None) -> M
     except ManifestError as e:
         for error in e.errors:
             output.error(f"{error.location}: {error.message}")
+        return None
+    except SettingsError as e:
+        output.error(f"composer: {e}")
         return None
 
 
@@ -447,8 +451,11 @@ def add_schema(subparsers: Any) -> None:
 
 
 def run_schema(args: argparse.Namespace, output: Output) -> int:
+    types = ProviderTypes.installed()
+    for error in types.load_all():  # a broken plugin is reported, the others still documented
+        output.error(f"composer: warning: {error}; its type is left out of the schema")
     try:
-        schema = manifest_schema(overlay=args.overlay)
+        schema = manifest_schema(types, overlay=args.overlay)
     except ComposerError as e:
         output.error(f"composer: {e}")
         return 1

@@ -1,0 +1,42 @@
+"""The optional hooks a provider, or a piece of shared provider state, may declare.
+
+ADR-0008 requires only ``provide``. Everything else a provider can do is one of these
+Protocols, checked once when the engine wraps the provider (``composer.build``), never probed
+with ``getattr`` on each call:
+
+* ``Writeback``: ``async writeback(branch, action_responses)``, called after tool calls (ADR D7);
+* ``WarmUp``: ``async warm_up(progress)``, slow set-up done ahead of the first turn (a corpus
+  index); ``preview`` and servers call it, a turn never needs it;
+* ``Closeable``: ``async aclose()``, releases what the provider holds (an HTTP client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Closeable", "Progress", "WarmUp", "Writeback"]
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``, which a warm-up may call from any thread."""
+
+
+@runtime_checkable
+class Writeback(Protocol):
+    """Stores what the agent's tools returned (ADR D7); failures are contained by the registry."""
+
+    async def writeback(self, branch: Any, action_responses: list[Any]) -> Any: ...
+
+
+@runtime_checkable
+class WarmUp(Protocol):
+    """Does slow set-up now instead of on the first turn; may report ``progress``."""
+
+    async def warm_up(self, progress: Progress | None = None) -> Any: ...
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    """Releases what the object holds; safe to call more than once."""
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,38 @@
+"""Manifests: the pydantic models, and reading them from YAML files.
+
+* ``models``: what a valid manifest is (``Manifest``, ``ProviderConfig``), no I/O;
+* ``source``: values that remember where they were written;
+* ``yamlnodes``: YAML to located trees (knows nothing of manifests);
+* ``overlay``: the ``extends`` merge rules over those trees;
+* ``validation_errors``: pydantic errors as located ``ManifestError``s;
+* ``settings``: ``COMPOSER_*``, ``.env`` and the secrets directory;
+* ``loader``: ``load_manifest``, which puts these together.
+"""
+
+from composer.manifest.models import (
+    DEFAULT_BUDGET,
+    Manifest,
+    ManifestPath,
+    ProviderConfig,
+    RuntimeConfig,
+    StrictModel,
+    manifest_model,
+    redact,
+)
+from composer.manifest.source import KeyPath, Origin, SourceFloat, SourceInt, SourceStr
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "KeyPath",
+    "Manifest",
+    "ManifestPath",
+    "Origin",
+    "ProviderConfig",
+    "RuntimeConfig",
+    "SourceFloat",
+    "SourceInt",
+    "SourceStr",
+    "StrictModel",
+    "manifest_model",
+    "redact",
+]

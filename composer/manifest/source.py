@@ -1,0 +1,91 @@
+"""Values as read from a manifest file: each remembers where it was written.
+
+The YAML reader (``yamlnodes.py``) makes these, the loader records ``Origin``s, and the models
+(``models.py``) resolve relative paths with them; none of this knows what a manifest means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["KeyPath", "Origin", "SourceFloat", "SourceInt", "SourceStr"]
+
+KeyPath = tuple[str | int, ...]
+"""Where a value sits in a manifest: keys and list indexes, providers addressed by name."""
+
+
+class SourceStr(str):
+    """A string read from a manifest file, remembering where it stood.
+
+    The loader hands every YAML string to validation as a SourceStr, so a ``ManifestPath``
+    can resolve a relative path against the folder of the file that holds it, even after
+    overlays merged values from several files.
+    """
+
+    path: Path
+    line: int
+    column: int
+
+    def __new__(cls, value: str, path: Path, line: int, column: int) -> SourceStr:
+        obj = super().__new__(cls, value)
+        obj.path = path
+        obj.line = line
+        obj.column = column
+        return obj
+
+
+class SourceInt(int):
+    """An integer read from a manifest; ``str()`` is its text as written (``007``, ``0x1F``).
+
+    Where a string field receives a number, validation uses ``str()`` of it (see
+    ``StrictModel``), so the value stays what the file says.
+    """
+
+    text: str
+
+    def __new__(cls, value: int, text: str) -> SourceInt:
+        obj = super().__new__(cls, value)
+        obj.text = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class SourceFloat(float):
+    """A float read from a manifest; ``str()`` is its text as written, so ``1.10`` stays ``1.10``."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> SourceFloat:
+        obj = super().__new__(cls, value)
+        obj.text = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a manifest value was written: file, 1-based line and column, and its raw text.
+
+    ``raw`` is the scalar as written before ``${VAR}`` interpolation (None for a mapping or a
+    list); ``variables`` names the variables substituted into it. A value with variables is a
+    secret: show ``raw``, never the value.
+    """
+
+    path: str
+    line: int
+    column: int
+    raw: str | None = None
+    variables: tuple[str, ...] = ()
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+    @property
+    def is_secret(self) -> bool:
+        return bool(self.variables)

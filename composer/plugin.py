@@ -1,0 +1,152 @@
+"""The contract for provider types: everything a type needs, built-in or third-party alike.
+
+A provider type is a config model (a ``ProviderConfig`` subclass whose ``type`` is a
+``Literal``) and a factory that turns one validated config into a provider: any object with
+``async provide(branch, instruction) -> str | None`` (ADR-0008 D1). The type is advertised
+through the ``composer.providers`` entry-point group::
+
+    [project.entry-points."composer.providers"]
+    my_type = "my_package.module:provider_type"     # a ProviderType whose name is "my_type"
+
+What every provider shares is the engine's (``composer.build``), applied around whatever the
+factory returns, whatever class it derives from: ``enabled`` and ``when`` today, and each
+option added later to every provider. A provider only produces its text. It may also declare
+the optional hooks ``writeback`` (ADR D7), ``warm_up`` and ``aclose`` (``Writeback``,
+``WarmUp``, ``Closeable``); the engine checks for them once, when it wraps the provider.
+
+``Provider`` is an optional base class: it keeps the config and name and hands ``produce`` the
+turn's template context. The built-in types (``builtin_providers``) import nothing of composer
+but this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from composer.errors import ProviderError, StoreError, TemplateError
+from composer.hooks import Closeable, Progress, WarmUp, Writeback
+from composer.manifest.models import Manifest, ManifestPath, ProviderConfig, StrictModel, redact
+from composer.registry import BranchLike, ContextProvider, InstructionLike
+from composer.templating import (
+    CONTEXT_NAMES,
+    CompiledExpression,
+    CompiledTemplate,
+    Expression,
+    RenderLimits,
+    Template,
+    UrlTemplate,
+    compile_expression,
+    compile_template,
+    template_check,
+    template_context,
+    template_field,
+)
+from composer.templating.views import branch_memory, branch_view
+from composer.tokens import count_tokens
+
+__all__ = [
+    "CONTEXT_NAMES",
+    "BranchLike",
+    "BuildContext",
+    "Closeable",
+    "CompiledExpression",
+    "CompiledTemplate",
+    "ContextProvider",
+    "Expression",
+    "InstructionLike",
+    "ManifestPath",
+    "Progress",
+    "Provider",
+    "ProviderConfig",
+    "ProviderError",
+    "ProviderFactory",
+    "ProviderType",
+    "RenderLimits",
+    "StoreError",
+    "StrictModel",
+    "Template",
+    "TemplateError",
+    "UrlTemplate",
+    "WarmUp",
+    "Writeback",
+    "branch_memory",
+    "branch_view",
+    "compile_expression",
+    "compile_template",
+    "count_tokens",
+    "redact",
+    "template_check",
+    "template_context",
+    "template_field",
+]
+
+ConfigT = TypeVar("ConfigT", bound=ProviderConfig)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a factory may use besides its config: state shared per loaded manifest, redaction."""
+
+    manifest: Manifest
+
+    def shared(self, key: str, make: Callable[[], Any]) -> Any:
+        """State shared by every registry built from the same loaded manifest, made once.
+
+        Use it for what is heavy or holds resources (an index, a connection pool); a value
+        that is ``Closeable`` is closed by ``Manifest.aclose()``.
+        """
+        cache = self.manifest.shared
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
+    def redact(self, text: str) -> str:
+        """``text`` with every value the manifest took from a variable masked as ``***``."""
+        return self.manifest.redact(text)
+
+
+ProviderFactory = Callable[[ConfigT, BuildContext], ContextProvider]
+"""``factory(config, context)``: one provider for one branch's registry."""
+
+
+@dataclass(frozen=True)
+class ProviderType(Generic[ConfigT]):
+    """One provider type: ``name`` (the manifest's ``type:``), its config model and factory."""
+
+    name: str
+    config: type[ConfigT]
+    factory: ProviderFactory[ConfigT]
+    summary: str = ""
+
+
+class Provider(Generic[ConfigT]):
+    """An optional base for providers: ``provide`` builds the template context, ``produce``
+    makes the text from it.
+
+    ``when`` and ``enabled`` are not its business: the engine applies them around every
+    provider. An empty text is returned as None (no report row, ADR D2); a failure raises and
+    the registry records it (ADR D2), so an error never comes back as text the model reads.
+    """
+
+    def __init__(self, config: ConfigT) -> None:
+        self.config = config
+        self.name = config.name
+
+    def context(
+        self, branch: BranchLike, instruction: InstructionLike, **extra: Any
+    ) -> dict[str, Any]:
+        """This turn's template variables (the same for composer and lionagi objects)."""
+        return template_context(branch, instruction, provider=self.name, extra=extra)
+
+    async def provide(self, branch: BranchLike, instruction: InstructionLike) -> str | None:
+        return await self.produce(branch, instruction, self.context(branch, instruction)) or None
+
+    async def produce(
+        self, branch: BranchLike, instruction: InstructionLike, context: dict[str, Any]
+    ) -> str | None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
