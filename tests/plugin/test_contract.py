@@ -1,0 +1,295 @@
+"""The plugin contract: what a third-party type gets is exactly what a built-in type gets.
+
+The engine, not the provider class, applies what every provider shares (``enabled``, ``when``)
+and finds the optional hooks, so a bare object with ``provide`` behaves like ``static``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+import composer
+import composer.plugin
+from builtin_providers.static import provider_type as static_type
+from composer.build import ManagedProvider, build_registry
+from composer.catalog import ProviderTypes
+from composer.errors import PluginError, UnknownProviderType
+from composer.plugin import BuildContext, ProviderConfig, ProviderType
+from composer.turn import Branch, Instruction, prepare_turn
+
+EXPECTED_PLUGIN_API = {
+    "BranchLike",
+    "BuildContext",
+    "CONTEXT_NAMES",
+    "Closeable",
+    "CompiledExpression",
+    "CompiledTemplate",
+    "ContextProvider",
+    "Expression",
+    "InstructionLike",
+    "ManifestPath",
+    "Progress",
+    "Provider",
+    "ProviderConfig",
+    "ProviderError",
+    "ProviderFactory",
+    "ProviderType",
+    "RenderLimits",
+    "StoreError",
+    "StrictModel",
+    "Template",
+    "TemplateError",
+    "UrlTemplate",
+    "WarmUp",
+    "Writeback",
+    "branch_memory",
+    "branch_view",
+    "compile_expression",
+    "compile_template",
+    "count_tokens",
+    "redact",
+    "template_check",
+    "template_context",
+    "template_field",
+}
+
+
+def test_plugin_module_exports_exactly_the_contract() -> None:
+    """Plugin authors depend on this list; a name added or dropped must be a decision."""
+    assert set(composer.plugin.__all__) == EXPECTED_PLUGIN_API
+    assert [n for n in composer.plugin.__all__ if not hasattr(composer.plugin, n)] == []
+
+
+class BareConfig(ProviderConfig):
+    type: Literal["bare"] = "bare"
+    text: str
+
+
+class BareProvider:
+    """No base class, no guard of its own: only ``provide``, counting its calls."""
+
+    def __init__(self, config: BareConfig, calls: list[str]) -> None:
+        self.text = config.text
+        self.calls = calls
+
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        self.calls.append(self.text)
+        return self.text
+
+
+CALLS: list[str] = []
+bare_type = ProviderType("bare", BareConfig, lambda config, ctx: BareProvider(config, CALLS))
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def side_by_side(tmp_path: Path) -> composer.Manifest:
+    """A plugin and a static provider with the same guard, and each also disabled."""
+    CALLS.clear()
+    manifest = write(
+        tmp_path / "m.yaml",
+        """
+        version: 1
+        providers:
+          - {name: plugin, type: bare, text: P, when: "'go' in instruction.text"}
+          - {name: builtin, type: static, text: S, when: "'go' in instruction.text"}
+          - {name: plugin-off, type: bare, text: X, enabled: false}
+          - {name: builtin-off, type: static, text: Y, enabled: false}
+        """,
+    )
+    return composer.load_manifest(manifest, types=ProviderTypes([bare_type, static_type]))
+
+
+async def turn(manifest: composer.Manifest, text: str) -> composer.ProviderReport:
+    branch = Branch("sys\n")
+    composer.attach(branch, manifest)
+    prepared = await prepare_turn(branch, Instruction(text))
+    assert prepared.report is not None
+    return prepared.report
+
+
+async def test_a_false_when_silences_a_bare_plugin_exactly_as_static(
+    side_by_side: composer.Manifest,
+) -> None:
+    report = await turn(side_by_side, "stop")
+    assert report.fired == []
+    assert (report.skipped, report.failed, report.blocks) == ([], [], [])
+    assert CALLS == []  # the plugin was not even called
+
+
+async def test_a_true_when_fires_both(side_by_side: composer.Manifest) -> None:
+    report = await turn(side_by_side, "go")
+    assert [row["provider_name"] for row in report.fired] == ["plugin", "builtin"]
+    assert report.blocks == ["P", "S"]
+    assert CALLS == ["P"]
+
+
+async def test_disabled_plugin_and_builtin_are_never_built(
+    side_by_side: composer.Manifest,
+) -> None:
+    registry = build_registry(side_by_side)
+    assert registry.names == ["plugin", "builtin"]
+    assert CALLS == []
+
+
+async def test_a_failing_guard_fails_the_plugin_like_static(tmp_path: Path) -> None:
+    """A guard that raises is the provider's failure (ADR D2), whichever type it guards."""
+    CALLS.clear()
+    manifest = composer.load_manifest(
+        write(
+            tmp_path / "m.yaml",
+            """
+            version: 1
+            providers:
+              - {name: plugin, type: bare, text: P, when: "1 // 0"}
+              - {name: builtin, type: static, text: S, when: "1 // 0"}
+            """,
+        ),
+        types=ProviderTypes([bare_type, static_type]),
+    )
+    report = await turn(manifest, "go")
+    assert report.failed == ["plugin", "builtin"]
+    assert CALLS == []
+
+
+async def test_types_that_validated_a_manifest_build_it(tmp_path: Path) -> None:
+    """A manifest loaded with ``types=`` attaches without naming them again."""
+    manifest = composer.load_manifest(
+        write(tmp_path / "m.yaml", "version: 1\nproviders: [{name: p, type: bare, text: T}]\n"),
+        types=ProviderTypes([bare_type]),
+    )
+    assert manifest.types is not None
+    assert "bare" not in ProviderTypes.installed()
+    branch = Branch("sys\n")
+    composer.attach(branch, manifest)
+    assert (await prepare_turn(branch, "x")).guidance == "sys\nT"
+
+
+def test_attach_never_scans_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = composer.load_manifest(
+        write(tmp_path / "m.yaml", "version: 1\nproviders: [{name: s, type: static, text: T}]\n")
+    )
+
+    def scan(**_: Any) -> Any:
+        raise AssertionError("entry points scanned")
+
+    monkeypatch.setattr("composer.catalog.entry_points", scan)
+    for _ in range(3):
+        composer.attach(Branch("s"), manifest)
+
+
+class HookedProvider:
+    """Declares every optional hook; records what the engine called."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        return "h"
+
+    async def writeback(self, branch: Any, action_responses: list[Any]) -> None:
+        self.seen.append(f"writeback {action_responses}")
+
+    async def warm_up(self, progress: Any = None) -> str:
+        if progress is not None:
+            progress(1, 1)
+        self.seen.append("warm_up")
+        return "warm"
+
+    async def aclose(self) -> None:
+        self.seen.append("aclose")
+
+
+class HookedConfig(ProviderConfig):
+    type: Literal["hooked"] = "hooked"
+
+
+def hooked_manifest(seen: list[str]) -> tuple[composer.Manifest, ProviderTypes]:
+    hooked = ProviderType("hooked", HookedConfig, lambda config, ctx: HookedProvider(seen))
+    bare = ProviderType("bare", BareConfig, lambda config, ctx: BareProvider(config, []))
+    configs = [HookedConfig(name="h"), BareConfig(name="b", text="b")]
+    manifest = composer.Manifest(version=1, providers=configs)
+    return manifest, ProviderTypes([hooked, bare])
+
+
+async def test_declared_hooks_are_called_and_absent_ones_are_not_invented() -> None:
+    seen: list[str] = []
+    manifest, types = hooked_manifest(seen)
+    registry = build_registry(manifest, types=types)
+    hooked, bare = registry.managed
+    assert hasattr(hooked, "writeback")
+    assert not hasattr(bare, "writeback")  # ADR D7: a provider without the hook is skipped
+
+    progress_seen: list[tuple[str, int, int]] = []
+    failures = await registry.warm_up(
+        lambda name: lambda done, total: progress_seen.append((name, done, total))
+    )
+    assert failures == {}
+    assert progress_seen == [("h", 1, 1)]
+    await registry.gather_writeback(Branch("s"), ["r1"])
+    await registry.aclose()
+    assert seen == ["warm_up", "writeback ['r1']", "aclose"]
+
+
+async def test_aclose_tries_every_provider_before_raising() -> None:
+    closed: list[str] = []
+
+    class Closing:
+        def __init__(self, name: str, fail: bool) -> None:
+            self.name, self.fail = name, fail
+
+        async def provide(self, branch: Any, instruction: Any) -> str | None:
+            return None
+
+        async def aclose(self) -> None:
+            closed.append(self.name)
+            if self.fail:
+                raise OSError(self.name)
+
+    providers = [
+        ManagedProvider(Closing("a", True), BareConfig(name="a", text="")),
+        ManagedProvider(Closing("b", False), BareConfig(name="b", text="")),
+    ]
+    registry = composer.build.ManifestRegistry(100, providers)
+    with pytest.raises(OSError, match="a"):
+        await registry.aclose()
+    assert closed == ["a", "b"]
+
+
+async def test_manifest_aclose_closes_shared_state_once() -> None:
+    closed: list[str] = []
+
+    class Pool:
+        async def aclose(self) -> None:
+            closed.append("pool")
+
+    manifest = composer.Manifest(version=1)
+    context = BuildContext(manifest)
+    first = context.shared("pool", Pool)
+    assert context.shared("pool", Pool) is first
+    await manifest.aclose()
+    assert closed == ["pool"]
+    assert context.shared("pool", Pool) is not first  # made again after closing
+
+
+def test_unknown_type_is_a_plugin_error_listing_known_types() -> None:
+    types = ProviderTypes([static_type])
+    with pytest.raises(UnknownProviderType, match="known types: static") as caught:
+        types.get("nope")
+    assert isinstance(caught.value, PluginError)
+    assert isinstance(caught.value, KeyError)
+
+
+def test_a_catalog_refuses_what_is_not_a_provider_type() -> None:
+    with pytest.raises(PluginError, match="not a ProviderType"):
+        ProviderTypes([object()])  # type: ignore[list-item]
+    with pytest.raises(PluginError, match="registered twice"):
+        ProviderTypes([static_type, ProviderType("static", BareConfig, bare_type.factory)])

@@ -1,0 +1,156 @@
+"""A provider type installed as a real distribution: found through its entry point, by name.
+
+Each test writes a small distribution (a module and a ``.dist-info`` with ``entry_points.txt``)
+into a temporary folder and puts that folder on ``sys.path``, which is how an installed
+package is seen; no mocking of ``importlib.metadata``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import composer
+from composer.catalog import ProviderTypes
+from composer.cli import main
+from composer.errors import ManifestError
+
+README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+def readme_plugin_code() -> str:
+    """The Python block of the README's "Writing a provider type" section."""
+    section = README[README.index("### Writing a provider type") :]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+
+
+def distribution(root: Path, package: str, entry_points: dict[str, str], code: str) -> None:
+    (root / f"{package}.py").write_text(code, encoding="utf-8")
+    info = root / f"{package}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[composer.providers]\n{lines}")
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder on sys.path standing for site-packages; its modules are forgotten after."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    before = set(sys.modules)
+    yield folder
+    for name in set(sys.modules) - before:
+        if name.startswith("composer_test_"):
+            del sys.modules[name]
+
+
+def manifest_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\nproviders:\n" + textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+async def test_the_readme_plugin_works_as_an_installed_package(site: Path, tmp_path: Path) -> None:
+    distribution(
+        site,
+        "composer_test_tickets",
+        {"tickets": "composer_test_tickets:provider_type"},
+        readme_plugin_code(),
+    )
+    path = manifest_file(
+        tmp_path,
+        """\
+        - {name: queue, type: tickets, queue: "ops-{{ branch.name }}"}
+        - {name: quiet, type: tickets, queue: q, when: "false"}
+        """,
+    )
+    manifest = composer.load_manifest(path)
+    branch = composer.Branch("sys\n", name="payments")
+    composer.attach(branch, manifest)
+    turn = await composer.prepare_turn(branch, "hello")
+    assert turn.guidance == "sys\nNo open tickets in ops-payments."
+    assert turn.report is not None
+    assert [row["provider_name"] for row in turn.report.fired] == ["queue"]
+
+
+def test_the_readme_plugin_uses_only_the_plugin_module() -> None:
+    imports = re.findall(r"^(?:from|import) (\S+)", readme_plugin_code(), flags=re.M)
+    assert [name for name in imports if name.startswith("composer")] == ["composer.plugin"]
+
+
+def broken_site(site: Path) -> None:
+    """One good plugin and one whose module cannot be imported."""
+    distribution(
+        site,
+        "composer_test_good",
+        {
+            "good": "composer_test_good:provider_type",
+            "broken": "composer_test_missing_module:provider_type",
+        },
+        readme_plugin_code().replace('"tickets"', '"good"'),
+    )
+
+
+def test_a_broken_plugin_leaves_manifests_that_do_not_use_it_loading(
+    site: Path, tmp_path: Path
+) -> None:
+    broken_site(site)
+    path = manifest_file(
+        tmp_path, "- {name: a, type: static, text: A}\n- {name: b, type: good, queue: q}\n"
+    )
+    manifest = composer.load_manifest(path)
+    assert [p.type for p in manifest.providers] == ["static", "good"]
+
+
+def test_a_manifest_using_a_broken_plugin_gets_a_located_error_naming_it(
+    site: Path, tmp_path: Path
+) -> None:
+    broken_site(site)
+    path = manifest_file(tmp_path, "  - name: b\n    type: broken\n")
+    with pytest.raises(ManifestError) as caught:
+        composer.load_manifest(path)
+    error = caught.value
+    assert (error.line, error.column) == (4, 9)
+    assert 'provider "b": provider type "broken": cannot load provider type from entry ' in (
+        error.message
+    )
+    assert "'broken' (composer_test_missing_module:provider_type)" in error.message
+    assert "ModuleNotFoundError" in error.message
+
+
+def test_a_plugin_whose_entry_point_is_not_a_provider_type_is_named(
+    site: Path, tmp_path: Path
+) -> None:
+    distribution(site, "composer_test_odd", {"odd": "composer_test_odd:thing"}, "thing = 42\n")
+    path = manifest_file(tmp_path, "  - {name: o, type: odd}\n")
+    with pytest.raises(ManifestError, match=r"entry point 'odd' .* is a int, not a"):
+        composer.load_manifest(path)
+
+
+def test_schema_reports_a_broken_plugin_and_documents_the_others(
+    site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken_site(site)
+    assert main(["schema"]) == 0
+    out, err = capsys.readouterr()
+    assert '"good"' in out
+    assert "broken" not in out
+    assert "warning: cannot load provider type from entry point 'broken'" in err
+
+
+def test_entry_points_are_listed_once_per_sys_path(site: Path) -> None:
+    first = ProviderTypes.installed()
+    assert ProviderTypes.installed() is first
+    distribution(site, "composer_test_late", {"late": "composer_test_late:x"}, "x = 1\n")
+    sys.path.append(str(site / "nowhere"))
+    try:
+        assert "late" in ProviderTypes.installed()
+    finally:
+        sys.path.remove(str(site / "nowhere"))
