@@ -10,8 +10,9 @@ adds the lifecycle around it (``warm_up``, ``aclose``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from composer.catalog import ProviderTypes
 from composer.hooks import Closeable, Progress, WarmUp, Writeback
@@ -25,7 +26,14 @@ from composer.registry import (
 )
 from composer.templating import CompiledExpression, compile_expression, template_context
 
-__all__ = ["ManagedProvider", "ManifestRegistry", "attach", "build_registry", "manage"]
+__all__ = [
+    "ManagedProvider",
+    "ManifestRegistry",
+    "attach",
+    "build_registry",
+    "declared_hooks",
+    "manage",
+]
 
 
 class ManagedProvider:
@@ -35,6 +43,7 @@ class ManagedProvider:
         self.provider = provider
         self.config = config
         self.name = config.name
+        self.hooks = declared_hooks(type(provider))
         self._when: CompiledExpression | None = (
             compile_expression(config.when) if config.when else None
         )
@@ -54,13 +63,13 @@ class ManagedProvider:
 
     async def warm_up(self, progress: Progress | None = None) -> Any:
         """The provider's own warm-up, if it declared one (its result, else None)."""
-        if isinstance(self.provider, WarmUp):
-            return await self.provider.warm_up(progress)
+        if WarmUp in self.hooks:
+            return await cast(WarmUp, self.provider).warm_up(progress)
         return None
 
     async def aclose(self) -> None:
-        if isinstance(self.provider, Closeable):
-            await self.provider.aclose()
+        if Closeable in self.hooks:
+            await cast(Closeable, self.provider).aclose()
 
     def __repr__(self) -> str:
         return f"<managed {self.provider!r}>"
@@ -69,15 +78,23 @@ class ManagedProvider:
 class _ManagedWriteback(ManagedProvider):
     """A managed provider that declared ``writeback``: only these get the ADR D7 call."""
 
-    provider: Any
-
     async def writeback(self, branch: BranchLike, action_responses: list[Any]) -> Any:
-        return await self.provider.writeback(branch, action_responses)
+        return await cast(Writeback, self.provider).writeback(branch, action_responses)
+
+
+@functools.lru_cache(maxsize=1024)
+def declared_hooks(cls: type) -> frozenset[type]:
+    """The optional hooks (``composer.hooks``) that the provider class ``cls`` defines.
+
+    Hooks are methods of the class, so this is answered once per class rather than once per
+    branch (a Protocol check is slow, and attach runs for every conversation).
+    """
+    return frozenset(hook for hook in (Writeback, WarmUp, Closeable) if issubclass(cls, hook))
 
 
 def manage(provider: ContextProvider, config: ProviderConfig) -> ManagedProvider:
-    """``provider`` wrapped with what the engine owns; its hooks are checked here, once."""
-    cls = _ManagedWriteback if isinstance(provider, Writeback) else ManagedProvider
+    """``provider`` wrapped with what the engine owns; its hooks are looked up here."""
+    cls = _ManagedWriteback if Writeback in declared_hooks(type(provider)) else ManagedProvider
     return cls(provider, config)
 
 
