@@ -1,4 +1,4 @@
-"""Counting and gathering need no network, ever (issue 2 item 7; design.md "Tokenizer, offline")."""
+"""Counting and gathering need no network, ever (design.md "Tokenizer, offline")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""composer.adapters reads lionagi Instructions and Branches as it reads composer's (issue 6.2)."""
+"""composer.templating.views reads lionagi Instructions and Branches as it reads composer's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``type: memory`` with ``source: branch`` on a real lionagi Branch (issue 6.3).
+"""``type: memory`` with ``source: branch`` on a real lionagi Branch.
 
 It searches lionagi's ``InMemoryStore`` with lionagi's own ``MemoryQuery``, and its writeback,
 which lionagi's ``operate()`` calls after tool calls (ADR D7), stores the action responses

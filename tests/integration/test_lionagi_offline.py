@@ -1,4 +1,4 @@
-"""Offline facts the README states (issue 6.1, 6.5), each checked in a fresh interpreter.
+"""Offline facts the README states, each checked in a fresh interpreter.
 
 - lionagi alone needs the network to count tokens: ``TokenCalculator.tokenize`` downloads
   o200k_base on first use and, with no network, raises (the download sits outside its

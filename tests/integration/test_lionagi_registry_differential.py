@@ -1,4 +1,4 @@
-"""composer's registry against lionagi's own, on generated provider sets (issue 6.5).
+"""composer's registry against lionagi's own, on generated provider sets.
 
 For outputs that are strings, None or exceptions, both registries must produce the same
 ``blocks``, ``fired``, ``skipped`` and ``failed`` and call the providers in the same order.

@@ -1,4 +1,4 @@
-"""A manifest attached to a real lionagi Branch drives lionagi's own turn path (issue 6.1, 6.4).
+"""A manifest attached to a real lionagi Branch drives lionagi's own turn path.
 
 Each test talks to a fake chat-completions endpoint on 127.0.0.1 (``chat_server``) through a
 real lionagi ``iModel`` and reads back the exact request body. ADR-0008 D4 rendering is
@@ -143,7 +143,7 @@ async def test_priority_admits_and_registration_order_renders(
 async def test_templates_read_the_lionagi_instruction_and_branch(
     make_branch: Any, chat_server: Any, types: Any
 ) -> None:
-    """Issue 6.2: the built-in static type renders lionagi objects through composer.adapters."""
+    """The built-in static type renders lionagi objects through composer.templating.views."""
     text = (
         "Team {{ branch.name }} ({{ branch.metadata.tier }}), ticket {{ instruction.context.ticket }}: "
         "{{ instruction.text }}"
