@@ -22,9 +22,10 @@ from pydantic import BaseModel, ValidationError
 
 from composer.catalog import ProviderTypes
 from composer.errors import ManifestError, PluginError, SettingsError
-from composer.manifest import KeyPath, Manifest, Origin, SourceStr, redact
+from composer.manifest.models import Manifest, redact
 from composer.manifest.overlay import merge_chain
 from composer.manifest.settings import VARIABLE_NAME, Variables, load_settings
+from composer.manifest.source import KeyPath, Origin, SourceStr
 from composer.manifest.validation_errors import did_you_mean, translate
 from composer.manifest.yamlnodes import (
     MAX_BYTES,

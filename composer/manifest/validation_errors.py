@@ -17,7 +17,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from composer.errors import ManifestError
-from composer.manifest import KeyPath
+from composer.manifest.source import KeyPath
 from composer.manifest.yamlnodes import Map, Mark, Node, Seq
 
 __all__ = ["did_you_mean", "translate"]

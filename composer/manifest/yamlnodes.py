@@ -32,7 +32,7 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.nodes import Node as YAMLNode
 
 from composer.errors import ManifestError
-from composer.manifest import SourceFloat, SourceInt
+from composer.manifest.source import SourceFloat, SourceInt
 
 __all__ = [
     "MAX_BYTES",
