@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -15,13 +16,18 @@ from composer.cli import main
 from composer.cli.preview import PreviewDocument
 from composer.cli.schema import manifest_schema
 
+if TYPE_CHECKING:
+    from cli.conftest import StatusServer
+
 ENVIRONMENTS = ["dev", "staging", "prod"]
 BUILT_IN_TYPES = {"static", "file_corpus", "memory", "http"}
 SCHEMA_LINE = "# yaml-language-server: $schema="
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
-def test_every_environment_validates(env: str, monkeypatch, capsys) -> None:
+def test_every_environment_validates(
+    env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     if env != "dev":
         monkeypatch.setenv("STATUS_TOKEN", "a-token")
     assert main(["validate", str(CONFIGS), "--env", env]) == 0
@@ -31,12 +37,14 @@ def test_every_environment_validates(env: str, monkeypatch, capsys) -> None:
 
 
 @pytest.mark.parametrize("env", ["staging", "prod"])
-def test_staging_and_prod_require_the_status_token(env: str, capsys) -> None:
+def test_staging_and_prod_require_the_status_token(
+    env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["validate", str(CONFIGS), "--env", env]) == 1
     assert 'environment variable "STATUS_TOKEN" is not set' in capsys.readouterr().err
 
 
-def test_dev_needs_no_variable(capsys) -> None:
+def test_dev_needs_no_variable(capsys: pytest.CaptureFixture[str]) -> None:
     manifest = load_manifest(CONFIGS, env="dev", environ={})
     assert [c.name for c in manifest.providers if not c.enabled] == ["status"]
 
@@ -98,7 +106,7 @@ def test_the_sample_corpus_and_memory_are_there() -> None:
         "hello",
     ],
 )
-def test_dev_has_no_failing_provider(instruction: str, capsys) -> None:
+def test_dev_has_no_failing_provider(instruction: str, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["preview", str(CONFIGS), "--env", "dev", "--instruction", instruction]
     assert main([*args, "--strict", "--json"]) == 0
     out, err = capsys.readouterr()
@@ -114,7 +122,9 @@ def test_dev_has_no_failing_provider(instruction: str, capsys) -> None:
     }
 
 
-def test_the_status_defaults_point_at_a_local_server(status_server, monkeypatch, capsys) -> None:
+def test_the_status_defaults_point_at_a_local_server(
+    status_server: StatusServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # base.yaml alone (status enabled) with only STATUS_URL set: the token default is used.
     monkeypatch.setenv("STATUS_URL", status_server.url)
     args = ["preview", str(CONFIGS), "--env", "base", "--instruction", "status of the API?"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,9 @@ def where(file: str, needle: str, value: str) -> str:
     return f"{path}:{found[0] + 1}:{line.index(value, line.index(needle)) + 1}"
 
 
-def test_dev_against_prod(monkeypatch, capsys) -> None:
+def test_dev_against_prod(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("STATUS_TOKEN", SECRET)
     assert main(["diff", str(CONFIGS), "--env", "dev", "--env", "prod"]) == 0
     out, err = capsys.readouterr()
@@ -74,13 +78,13 @@ def test_dev_against_prod(monkeypatch, capsys) -> None:
     }
 
 
-def test_the_same_environment_twice_has_no_difference(capsys) -> None:
+def test_the_same_environment_twice_has_no_difference(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", str(CONFIGS), "--env", "dev", "--env", "dev"]) == 0
     assert capsys.readouterr().out == "# dev -> dev: 0 differences\n"
 
 
 @pytest.mark.parametrize("envs", [["dev"], ["dev", "prod", "staging"]])
-def test_exactly_two_environments(envs: list[str], capsys) -> None:
+def test_exactly_two_environments(envs: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     args = ["diff", str(CONFIGS)] + [arg for env in envs for arg in ("--env", env)]
     assert main(args) == 2
     out, err = capsys.readouterr()
@@ -88,12 +92,12 @@ def test_exactly_two_environments(envs: list[str], capsys) -> None:
     assert err == "composer diff: give exactly two environments: --env A --env B\n"
 
 
-def test_no_environment_is_a_usage_error(capsys) -> None:
+def test_no_environment_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", str(CONFIGS)]) == 2
     assert "--env" in capsys.readouterr().err
 
 
-def test_an_environment_that_does_not_load_exits_1(capsys) -> None:
+def test_an_environment_that_does_not_load_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", str(CONFIGS), "--env", "dev", "--env", "prod"]) == 1  # no STATUS_TOKEN
     out, err = capsys.readouterr()
     assert out == ""
@@ -103,7 +107,9 @@ def test_an_environment_that_does_not_load_exits_1(capsys) -> None:
     assert 'no manifest for environment "nope"' in capsys.readouterr().err
 
 
-def test_a_provider_on_one_side_is_one_change(tmp_path: Path, capsys) -> None:
+def test_a_provider_on_one_side_is_one_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     put(
         tmp_path / "envs/base.yaml",
         """
@@ -135,14 +141,16 @@ def test_a_provider_on_one_side_is_one_change(tmp_path: Path, capsys) -> None:
     ]
 
 
-def test_one_difference_is_singular(tmp_path: Path, capsys) -> None:
+def test_one_difference_is_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     put(tmp_path / "envs/a.yaml", "version: 1\nbudget: 5\n")
     put(tmp_path / "envs/b.yaml", "version: 1\nbudget: 6\n")
     assert main(["diff", "envs", "--env", "a", "--env", "b"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "# a -> b: 1 difference"
 
 
-def test_diff_in_a_subprocess_prints_no_secret(tmp_path: Path, run_composer) -> None:
+def test_diff_in_a_subprocess_prints_no_secret(
+    tmp_path: Path, run_composer: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     result = run_composer(
         "diff",
         str(CONFIGS),

@@ -4,6 +4,8 @@ set it (base or overlay), defaults marked, values from variables shown as writte
 from __future__ import annotations
 
 import re
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,8 @@ from composer import load_manifest
 from composer.cli import main
 
 SECRET = "s3cret-Token-7f9a"
+
+Explained = dict[tuple[str | None, str], tuple[str, str]]
 LOCATION = re.compile(r"(default|.+\.yaml:\d+:\d+)")
 
 
@@ -27,11 +31,11 @@ def where(file: str, needle: str, value: str | None = None) -> str:
     return f"{path}:{found[0] + 1}:{column}"
 
 
-def explained(out: str) -> dict[tuple[str | None, str], tuple[str, str]]:
+def explained(out: str) -> Explained:
     """{(provider or None, dotted key): (value as shown, location)}; checks every line's shape."""
     lines = out.splitlines()
     assert lines[0].startswith("# effective manifest: ")
-    values: dict[tuple[str | None, str], tuple[str, str]] = {}
+    values: Explained = {}
     provider: str | None = None
     for line in lines[1:]:
         body, _, location = line.rpartition("  # ")
@@ -48,7 +52,7 @@ def explained(out: str) -> dict[tuple[str | None, str], tuple[str, str]]:
 
 
 @pytest.fixture
-def prod(monkeypatch, capsys) -> dict[tuple[str | None, str], tuple[str, str]]:
+def prod(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Explained:
     monkeypatch.setenv("STATUS_TOKEN", SECRET)
     assert main(["explain", str(CONFIGS), "--env", "prod"]) == 0
     out, err = capsys.readouterr()
@@ -58,7 +62,9 @@ def prod(monkeypatch, capsys) -> dict[tuple[str | None, str], tuple[str, str]]:
     return explained(out)
 
 
-def test_each_value_names_the_file_that_set_it(prod) -> None:
+def test_each_value_names_the_file_that_set_it(
+    prod: Explained,
+) -> None:
     assert prod[(None, "version")] == ("1", where("base.yaml", "version: 1", "1"))
     assert prod[(None, "budget")] == ("2000", where("prod.yaml", "budget: 2000", "2000"))
     assert prod[("runbooks", "max_tokens")] == ("800", where("prod.yaml", "max_tokens: 800", "8"))
@@ -78,7 +84,7 @@ def test_each_value_names_the_file_that_set_it(prod) -> None:
     assert prod[("status", "")] == ("", where("base.yaml", "name: status", "name"))
 
 
-def test_defaults_are_marked(prod) -> None:
+def test_defaults_are_marked(prod: Explained) -> None:
     assert prod[("house-rules", "enabled")] == ("true", "default")
     assert prod[("house-rules", "max_tokens")] == ("null", "default")
     assert prod[("status", "request.method")] == ('"GET"', "default")
@@ -86,7 +92,9 @@ def test_defaults_are_marked(prod) -> None:
     assert prod[("runbooks", "chunk_by")] == ('"heading"', "default")
 
 
-def test_every_provider_and_field_is_listed(prod) -> None:
+def test_every_provider_and_field_is_listed(
+    prod: Explained,
+) -> None:
     manifest = load_manifest(CONFIGS, env="prod", environ={"STATUS_TOKEN": SECRET})
     for config in manifest.providers:
         assert (config.name, "") in prod
@@ -97,7 +105,11 @@ def test_every_provider_and_field_is_listed(prod) -> None:
             ), (config.name, field)
 
 
-def test_values_from_variables_are_shown_as_written(prod, monkeypatch, capsys) -> None:
+def test_values_from_variables_are_shown_as_written(
+    prod: Explained,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert prod[("status", "request.headers.Authorization")] == (
         '"Bearer ${STATUS_TOKEN}"',
         where("prod.yaml", "Authorization", '"Bearer'),
@@ -113,7 +125,9 @@ def test_values_from_variables_are_shown_as_written(prod, monkeypatch, capsys) -
     )
 
 
-def test_dev_takes_enabled_from_the_overlay(monkeypatch, capsys) -> None:
+def test_dev_takes_enabled_from_the_overlay(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["explain", str(CONFIGS), "--env", "dev"]) == 0
     values = explained(capsys.readouterr().out)
     assert values[("status", "enabled")] == ("false", where("dev.yaml", "enabled: false", "f"))
@@ -135,7 +149,9 @@ def test_dev_takes_enabled_from_the_overlay(monkeypatch, capsys) -> None:
     )
 
 
-def test_a_long_value_does_not_push_every_comment_away(prod, capsys) -> None:
+def test_a_long_value_does_not_push_every_comment_away(
+    prod: Explained, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["explain", str(CONFIGS), "--env", "dev"]) == 0
     lines = capsys.readouterr().out.splitlines()
     version = next(line for line in lines if line.startswith("version: "))
@@ -145,7 +161,7 @@ def test_a_long_value_does_not_push_every_comment_away(prod, capsys) -> None:
     assert len(columns) == 1  # every short value's comment lined up
 
 
-def test_explain_needs_the_variables_prod_requires(capsys) -> None:
+def test_explain_needs_the_variables_prod_requires(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", str(CONFIGS), "--env", "prod"]) == 1
     out, err = capsys.readouterr()
     assert out == ""
@@ -156,14 +172,18 @@ def test_explain_needs_the_variables_prod_requires(capsys) -> None:
     ]
 
 
-def test_a_bad_manifest_exits_1_with_located_errors(tmp_path: Path, capsys) -> None:
+def test_a_bad_manifest_exits_1_with_located_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     put(tmp_path / "m.yaml", "version: 1\nbudget: -1\nproviders: []\n")
     assert main(["explain", "m.yaml"]) == 1
     out, err = capsys.readouterr()
     assert (out, err) == ("", "m.yaml:2:9: budget: must be >= 0\n")
 
 
-def test_explain_in_a_subprocess_prints_no_secret(tmp_path: Path, run_composer) -> None:
+def test_explain_in_a_subprocess_prints_no_secret(
+    tmp_path: Path, run_composer: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     result = run_composer(
         "explain", str(CONFIGS), "--env", "staging", cwd=tmp_path, env={"STATUS_TOKEN": SECRET}
     )

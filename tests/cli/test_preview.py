@@ -14,8 +14,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 from repofiles import CONFIGS, put
@@ -28,6 +29,9 @@ from composer.cli import main
 from composer.cli.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
 from composer.manifest import ProviderConfig
 from composer.plugin import ProviderType
+
+if TYPE_CHECKING:
+    from cli.conftest import StatusServer
 
 HEADERS = ["provider", "type", "priority", "max_tokens", "outcome", "tokens", "ms"]
 DEV_INSTRUCTION = "The API returns 502 errors"
@@ -81,7 +85,9 @@ def folded_text(out: str) -> str:
 # --------------------------------------------------------------------------- the bundled dev
 
 
-def test_dev_preview_shows_every_declared_provider_in_order(capsys) -> None:
+def test_dev_preview_shows_every_declared_provider_in_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["preview", str(CONFIGS), "--env", "dev", "--instruction", DEV_INSTRUCTION]) == 0
     out, err = capsys.readouterr()
     assert err == ""
@@ -113,7 +119,7 @@ def test_dev_preview_shows_every_declared_provider_in_order(capsys) -> None:
     assert "Relevant runbook passages:" in reference.guidance
 
 
-def test_the_stand_in_system_text_is_said(capsys) -> None:
+def test_the_stand_in_system_text_is_said(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", str(CONFIGS), "--env", "dev", "--instruction", "x"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:3] == [
@@ -130,13 +136,17 @@ def test_the_stand_in_system_text_is_said(capsys) -> None:
     assert folded_text(out).startswith("S:House rules")
 
 
-def test_branch_name_reaches_templates(capsys) -> None:
+def test_branch_name_reaches_templates(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["preview", str(CONFIGS), "--env", "dev", "--instruction", "x", "--branch-name", "SRE"]
     assert main(args) == 0
     assert "House rules for SRE: answer in English" in folded_text(capsys.readouterr().out)
 
 
-def test_dev_preview_needs_no_network(tmp_path: Path, run_composer, status_server) -> None:
+def test_dev_preview_needs_no_network(
+    tmp_path: Path,
+    run_composer: Callable[..., subprocess.CompletedProcess[str]],
+    status_server: StatusServer,
+) -> None:
     offline = tmp_path / "offline"
     result = run_composer(
         "preview",
@@ -225,13 +235,15 @@ def test_a_reader_that_leaves_early_is_no_traceback(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def prod_env(monkeypatch: pytest.MonkeyPatch, status_server) -> Any:
+def prod_env(monkeypatch: pytest.MonkeyPatch, status_server: StatusServer) -> StatusServer:
     monkeypatch.setenv("STATUS_URL", status_server.url)
     monkeypatch.setenv("STATUS_TOKEN", SECRET)
     return status_server
 
 
-def test_prod_json_matches_the_registry_report(prod_env, capsys) -> None:
+def test_prod_json_matches_the_registry_report(
+    prod_env: StatusServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = ["preview", str(CONFIGS), "--env", "prod", "--instruction", OUTAGE_INSTRUCTION]
     assert main([*args, "--json"]) == 0
     out, err = capsys.readouterr()
@@ -281,7 +293,9 @@ def test_prod_json_matches_the_registry_report(prod_env, capsys) -> None:
     assert parse_table(out)[3]["outcome"] == "fired"
 
 
-def test_the_status_provider_only_runs_when_the_instruction_asks(prod_env, capsys) -> None:
+def test_the_status_provider_only_runs_when_the_instruction_asks(
+    prod_env: StatusServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = ["preview", str(CONFIGS), "--env", "prod", "--instruction", DEV_INSTRUCTION, "--json"]
     assert main(args) == 0
     document = PreviewDocument.model_validate_json(capsys.readouterr().out)
@@ -291,7 +305,9 @@ def test_the_status_provider_only_runs_when_the_instruction_asks(prod_env, capsy
     assert "status" not in document.report.skipped + document.report.failed
 
 
-def test_no_secret_in_errors_either(monkeypatch, closed_port, capsys) -> None:
+def test_no_secret_in_errors_either(
+    monkeypatch: pytest.MonkeyPatch, closed_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     # The token is sent nowhere, and the failure names the URL with the variable's value masked.
     monkeypatch.setenv("STATUS_URL", f"http://127.0.0.1:{closed_port}")
     monkeypatch.setenv("STATUS_TOKEN", SECRET)
@@ -309,7 +325,9 @@ def test_no_secret_in_errors_either(monkeypatch, closed_port, capsys) -> None:
     ]
 
 
-def test_json_masks_values_not_text(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_json_masks_values_not_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A secret JSON would escape (a quote, a backslash) is still masked; a variable's value
     # that is a number elsewhere in the document does not break the JSON.
     tricky = 'to"ken\\x9'
@@ -385,7 +403,7 @@ def outcomes(tmp_path: Path) -> Path:
     return put(tmp_path / "outcomes.yaml", text)
 
 
-def test_every_outcome_is_labelled(outcomes: Path, capsys) -> None:
+def test_every_outcome_is_labelled(outcomes: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert count_tokens(HUGE) > 5
     assert main(["preview", str(outcomes), "--instruction", "deploy now"]) == 0
     out, err = capsys.readouterr()
@@ -419,7 +437,9 @@ def test_every_outcome_is_labelled(outcomes: Path, capsys) -> None:
     ]
 
 
-def test_every_outcome_in_json_and_the_report_lists(outcomes: Path, capsys) -> None:
+def test_every_outcome_in_json_and_the_report_lists(
+    outcomes: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["preview", str(outcomes), "--instruction", "deploy now", "--json"]) == 0
     document = PreviewDocument.model_validate_json(capsys.readouterr().out)
     assert [(row.name, row.outcome, row.when) for row in document.providers] == [
@@ -441,7 +461,9 @@ def test_every_outcome_in_json_and_the_report_lists(outcomes: Path, capsys) -> N
     assert all(row.error is None for row in document.providers if row.name != "broken")
 
 
-def test_a_when_that_is_true_runs_the_provider(outcomes: Path, capsys) -> None:
+def test_a_when_that_is_true_runs_the_provider(
+    outcomes: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["preview", str(outcomes), "--instruction", "status?", "--json"]) == 0
     document = PreviewDocument.model_validate_json(capsys.readouterr().out)
     quiet = document.providers[5]
@@ -451,7 +473,7 @@ def test_a_when_that_is_true_runs_the_provider(outcomes: Path, capsys) -> None:
     assert document.report.skipped == ["huge", "crowded"]
 
 
-def test_no_system_calls_no_provider(outcomes: Path, capsys) -> None:
+def test_no_system_calls_no_provider(outcomes: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", str(outcomes), "--instruction", "x", "--no-system"]) == 0
     out, err = capsys.readouterr()
     assert "system: none (--no-system): no provider is called (ADR-0008 D4)" in out
@@ -469,14 +491,16 @@ def test_no_system_calls_no_provider(outcomes: Path, capsys) -> None:
     assert document.guidance is None
 
 
-def test_system_and_no_system_exclude_each_other(outcomes: Path, capsys) -> None:
+def test_system_and_no_system_exclude_each_other(
+    outcomes: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = ["preview", str(outcomes), "--instruction", "x", "--system", "A", "--no-system"]
     assert main(args) == 2
     assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_http_to_a_closed_port_fails_with_the_first_line(
-    tmp_path: Path, closed_port: int, capsys
+    tmp_path: Path, closed_port: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     put(
         tmp_path / "m.yaml",
@@ -521,7 +545,9 @@ def test_a_failure_shows_the_first_line_of_its_error(tmp_path: Path) -> None:
     assert preview.report == ProviderReport(failed=["odd"])
 
 
-def test_a_corpus_that_cannot_be_indexed_is_a_contained_failure(tmp_path: Path, capsys) -> None:
+def test_a_corpus_that_cannot_be_indexed_is_a_contained_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # The preview builds indexes up front (for the progress line); a failure there must not
     # stop the preview: at run time the provider fails alone (ADR-0008 D2).
     put(
@@ -560,7 +586,7 @@ def test_strict_exits_1_only_when_a_provider_failed(outcomes: Path, tmp_path: Pa
     assert main(["preview", "fine.yaml", "--instruction", "x", "--strict"]) == 0
 
 
-def test_strict_on_the_bundled_dev_exits_0(capsys) -> None:
+def test_strict_on_the_bundled_dev_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["preview", str(CONFIGS), "--env", "dev", "--instruction", DEV_INSTRUCTION, "--strict"]
     assert main(args) == 0
 
@@ -576,7 +602,9 @@ providers:
 
 
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
-def test_a_bad_manifest_exits_1_with_located_errors(tmp_path: Path, capsys, json_flag) -> None:
+def test_a_bad_manifest_exits_1_with_located_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], json_flag: list[str]
+) -> None:
     put(tmp_path / "m.yaml", BROKEN)
     assert main(["preview", "m.yaml", "--instruction", "x", *json_flag]) == 1
     out, err = capsys.readouterr()
@@ -588,7 +616,9 @@ def test_a_bad_manifest_exits_1_with_located_errors(tmp_path: Path, capsys, json
     ]
 
 
-def test_a_bad_manifest_in_a_subprocess(tmp_path: Path, run_composer) -> None:
+def test_a_bad_manifest_in_a_subprocess(
+    tmp_path: Path, run_composer: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     put(tmp_path / "m.yaml", BROKEN)
     result = run_composer("preview", "m.yaml", "--instruction", "x", cwd=tmp_path)
     assert result.returncode == 1
@@ -596,7 +626,7 @@ def test_a_bad_manifest_in_a_subprocess(tmp_path: Path, run_composer) -> None:
     assert result.stderr.splitlines()[0] == "m.yaml:2:9: budget: must be >= 0"
 
 
-def test_usage_errors_exit_2(capsys) -> None:
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", str(CONFIGS), "--env", "dev"]) == 2  # no --instruction
     assert "--instruction" in capsys.readouterr().err
 
@@ -609,7 +639,9 @@ class Terminal(io.StringIO):
         return True
 
 
-def preview_on(stream: io.StringIO, monkeypatch, manifest: str, *args: str) -> str:
+def preview_on(
+    stream: io.StringIO, monkeypatch: pytest.MonkeyPatch, manifest: str, *args: str
+) -> str:
     monkeypatch.setattr(sys, "stdout", stream)
     assert main(["preview", manifest, "--instruction", "x", *args]) == 0
     monkeypatch.undo()
@@ -626,7 +658,7 @@ def without_ms(out: str) -> str:
 
 
 def test_plain_output_when_not_a_terminal_or_with_no_color(
-    outcomes: Path, monkeypatch, capsys
+    outcomes: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("TERM", "xterm-256color")
     plain = preview_on(io.StringIO(), monkeypatch, str(outcomes))
@@ -648,7 +680,9 @@ def test_plain_output_when_not_a_terminal_or_with_no_color(
     assert {"huge", "first", "crowded", "broken", "blank", "quiet", "off"} <= words
 
 
-def test_names_and_errors_are_not_rich_markup(tmp_path: Path, monkeypatch) -> None:
+def test_names_and_errors_are_not_rich_markup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     put(
         tmp_path / "m.yaml",
         """

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any, Literal, NoReturn
+
+import pytest
 
 from builtin_providers.static import provider_type as static_type
 from composer.catalog import ProviderTypes
 from composer.cli import main
 from composer.cli.schema import manifest_schema
 from composer.manifest import ProviderConfig
-from composer.plugin import ProviderType
+from composer.plugin import BuildContext, ProviderType
 
 
 class OtherConfig(ProviderConfig):
@@ -18,10 +21,14 @@ class OtherConfig(ProviderConfig):
     depth: int = 1
 
 
-other_type = ProviderType("other", OtherConfig, lambda config, context: None)
+def never_built(config: ProviderConfig, context: BuildContext) -> NoReturn:
+    raise AssertionError("the schema tests only describe the type, never build it")
 
 
-def walk(node: Any):
+other_type = ProviderType("other", OtherConfig, never_built)
+
+
+def walk(node: Any) -> Iterator[Any]:
     yield node
     if isinstance(node, dict):
         for value in node.values():
@@ -31,7 +38,9 @@ def walk(node: Any):
             yield from walk(value)
 
 
-def test_schema_prints_a_json_schema_of_the_installed_types(capsys) -> None:
+def test_schema_prints_a_json_schema_of_the_installed_types(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
@@ -67,7 +76,7 @@ def test_priority_says_higher_is_admitted_first() -> None:
     assert "0 or null means no cap" in max_tokens["description"]
 
 
-def test_the_overlay_schema_requires_nothing(capsys) -> None:
+def test_the_overlay_schema_requires_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema", "--overlay"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["title"] == "composer manifest (overlay)"

@@ -50,7 +50,9 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_a_valid_manifest_exits_0_with_a_summary(here, capsys) -> None:
+def test_a_valid_manifest_exits_0_with_a_summary(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     put(here / "m.yaml", VALID)
     assert main(["validate", "m.yaml"]) == 0
     out, err = capsys.readouterr()
@@ -58,7 +60,9 @@ def test_a_valid_manifest_exits_0_with_a_summary(here, capsys) -> None:
     assert err == ""
 
 
-def test_a_broken_manifest_exits_1_with_every_error_located(here, capsys) -> None:
+def test_a_broken_manifest_exits_1_with_every_error_located(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     put(here / "m.yaml", BROKEN)
     assert main(["validate", "m.yaml"]) == 1
     out, err = capsys.readouterr()
@@ -74,20 +78,22 @@ def test_a_broken_manifest_exits_1_with_every_error_located(here, capsys) -> Non
     assert "static" in err.splitlines()[-1]
 
 
-def test_env_selects_a_file_of_a_folder(here, capsys) -> None:
+def test_env_selects_a_file_of_a_folder(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     put(here / "configs/base.yaml", VALID)
     put(here / "configs/dev.yaml", "extends: base.yaml\nbudget: 50\n")
     assert main(["validate", "configs", "--env", "dev"]) == 0
     assert capsys.readouterr().out.startswith(f"{os.path.join('configs', 'dev.yaml')}: valid;")
 
 
-def test_a_folder_without_env_is_an_error(here, capsys) -> None:
+def test_a_folder_without_env_is_an_error(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     put(here / "configs/dev.yaml", VALID)
     assert main(["validate", "configs"]) == 1
     assert "choose an environment with --env" in capsys.readouterr().err
 
 
-def test_warnings_are_located_and_still_exit_0(here, capsys) -> None:
+def test_warnings_are_located_and_still_exit_0(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     long_text = "word " * 40
     put(
         here / "m.yaml",
@@ -131,7 +137,7 @@ def test_warnings_are_located_and_still_exit_0(here, capsys) -> None:
     assert out.startswith("m.yaml: valid;")
 
 
-def test_a_zero_budget_is_warned_about(here, capsys) -> None:
+def test_a_zero_budget_is_warned_about(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
     put(here / "m.yaml", "version: 1\nbudget: 0\n")
     assert main(["validate", "m.yaml"]) == 0
     assert (
@@ -139,7 +145,7 @@ def test_a_zero_budget_is_warned_about(here, capsys) -> None:
     )
 
 
-def test_usage_version_and_help(capsys) -> None:
+def test_usage_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "usage: composer" in capsys.readouterr().err
     assert main(["--version"]) == 0
@@ -149,7 +155,7 @@ def test_usage_version_and_help(capsys) -> None:
     assert main(["nope"]) == 2
 
 
-def test_plain_output_when_not_a_terminal_or_no_color(monkeypatch) -> None:
+def test_plain_output_when_not_a_terminal_or_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
@@ -178,7 +184,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_python_dash_m_composer(here) -> None:
+def test_python_dash_m_composer(here: Path) -> None:
     put(here / "m.yaml", BROKEN)
     result = run(sys.executable, "-m", "composer", "validate", "m.yaml", cwd=here)
     assert result.returncode == 1
@@ -186,7 +192,7 @@ def test_python_dash_m_composer(here) -> None:
     assert result.stdout == ""
 
 
-def test_the_console_script(here) -> None:
+def test_the_console_script(here: Path) -> None:
     script = Path(sys.executable).with_name("composer")
     if not script.exists():
         pytest.skip("the composer console script is not installed in this environment")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from builtin_providers.static import StaticConfig
 from composer.catalog import ProviderTypes
 from composer.errors import ManifestError
 from composer.manifest.loader import MAX_BYTES, MAX_DEPTH, load_manifest
@@ -393,17 +394,19 @@ def test_an_unset_variable_in_a_base_value_the_overlay_replaces_is_no_error(
 ) -> None:
     write("base.yaml", static('    text: "${ONLY_IN_DEV}"\n'))
     write("m.yaml", "extends: base.yaml\nproviders:\n  - name: a\n    text: fixed\n")
-    manifest = load_manifest("m.yaml", environ={}, types=types)
-    assert manifest.providers[0].text == "fixed"
+    config = load_manifest("m.yaml", environ={}, types=types).providers[0]
+    assert isinstance(config, StaticConfig)
+    assert config.text == "fixed"
 
 
 def test_an_unset_variable_in_a_disabled_provider_is_no_error(
     write: Callable[..., Path], types: ProviderTypes
 ) -> None:
     write("m.yaml", static('    text: "${ONLY_IN_DEV}"\n    enabled: false\n'))
-    manifest = load_manifest("m.yaml", environ={}, types=types)
-    assert manifest.providers[0].enabled is False
-    assert manifest.providers[0].text == "${ONLY_IN_DEV}"
+    config = load_manifest("m.yaml", environ={}, types=types).providers[0]
+    assert isinstance(config, StaticConfig)
+    assert config.enabled is False
+    assert config.text == "${ONLY_IN_DEV}"
 
 
 def test_a_missing_manifest_file_is_a_located_error(

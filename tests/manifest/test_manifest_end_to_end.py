@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import composer
 
 MANIFEST = """
@@ -32,7 +35,7 @@ providers:
 """
 
 
-async def test_a_manifest_drives_a_turn_end_to_end(write) -> None:
+async def test_a_manifest_drives_a_turn_end_to_end(write: Callable[..., Path]) -> None:
     write("m.yaml", MANIFEST)
     manifest = composer.load_manifest("m.yaml", environ={"SIGNER": "ops"})
     registry = composer.build_registry(manifest)
@@ -44,6 +47,7 @@ async def test_a_manifest_drives_a_turn_end_to_end(write) -> None:
     turn = await composer.prepare_turn(branch, composer.Instruction("restart the API?"))
 
     report = turn.report
+    assert report is not None
     assert [row["provider_name"] for row in report.fired] == ["house-rules", "asked", "signature"]
     assert all(row["tokens"] > 0 for row in report.fired)
     assert report.skipped == ["too-long"]
@@ -56,7 +60,7 @@ async def test_a_manifest_drives_a_turn_end_to_end(write) -> None:
     assert all("Team blue" not in str(message) for message in branch.messages)
 
 
-async def test_attach_gives_each_branch_its_own_registry(write) -> None:
+async def test_attach_gives_each_branch_its_own_registry(write: Callable[..., Path]) -> None:
     write("m.yaml", MANIFEST)
     manifest = composer.load_manifest("m.yaml", environ={"SIGNER": "ops"})
     first, second = composer.Branch("a"), composer.Branch("b")
@@ -64,16 +68,20 @@ async def test_attach_gives_each_branch_its_own_registry(write) -> None:
     composer.attach(second, manifest)
     assert first._context_providers is registry
     assert second._context_providers is not registry
+    assert second._context_providers is not None
     assert second._context_providers.names == registry.names
 
 
-async def test_a_tight_budget_admits_by_priority_and_renders_in_order(write) -> None:
+async def test_a_tight_budget_admits_by_priority_and_renders_in_order(
+    write: Callable[..., Path],
+) -> None:
     """Tokens: house-rules 7, asked 5, signature 3. Budget 10: priority 100 then 0 fit."""
     write("m.yaml", MANIFEST.replace("budget: 60", "budget: 10"))
     manifest = composer.load_manifest("m.yaml", environ={"SIGNER": "ops"})
     branch = composer.Branch("S:", name="blue")
     composer.attach(branch, manifest)
     turn = await composer.prepare_turn(branch, composer.Instruction("x"))
+    assert turn.report is not None
     assert turn.report.fired == [
         {"provider_name": "house-rules", "tokens": 7},
         {"provider_name": "signature", "tokens": 3},

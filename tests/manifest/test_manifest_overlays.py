@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
+from builtin_providers.static import StaticConfig
 from composer.catalog import ProviderTypes
 from composer.errors import ManifestError
-from composer.manifest import Origin
+from composer.manifest import Manifest, Origin
 from composer.manifest.loader import load_manifest
+
+if TYPE_CHECKING:
+    from manifest.conftest import ProbeConfig
 
 BASE = """
 version: 1
@@ -49,23 +54,24 @@ providers:
 
 
 @pytest.fixture
-def prod(write: Callable[..., Path], types: ProviderTypes):
+def prod(write: Callable[..., Path], types: ProviderTypes) -> Manifest:
     write("base.yaml", BASE)
     write("prod.yaml", PROD)
     return load_manifest("prod.yaml", environ={}, types=types)
 
 
-def test_scalars_of_the_overlay_win(prod) -> None:
+def test_scalars_of_the_overlay_win(prod: Manifest) -> None:
     assert prod.budget == 3000
     assert prod.version == 1
 
 
-def test_providers_keep_base_order_and_new_names_come_after(prod) -> None:
+def test_providers_keep_base_order_and_new_names_come_after(prod: Manifest) -> None:
     assert [p.name for p in prod.providers] == ["house-rules", "runbooks", "status", "audit"]
 
 
-def test_an_overlay_entry_updates_its_base_entry_deeply(prod) -> None:
-    status = prod.providers[2]
+def test_an_overlay_entry_updates_its_base_entry_deeply(prod: Manifest) -> None:
+    status = cast("ProbeConfig", prod.providers[2])  # ``type: probe``: the conftest's
+    assert status.request is not None
     assert status.type == "probe"
     assert status.priority == 30
     assert status.request.url == "https://status.example.com/search"
@@ -73,50 +79,64 @@ def test_an_overlay_entry_updates_its_base_entry_deeply(prod) -> None:
     assert status.request.headers == {"Authorization": "Bearer none", "Accept": "text/plain"}
 
 
-def test_enabled_false_switches_one_off_and_keeps_the_rest(prod) -> None:
-    runbooks = prod.providers[1]
+def test_enabled_false_switches_one_off_and_keeps_the_rest(prod: Manifest) -> None:
+    runbooks = cast("ProbeConfig", prod.providers[1])
     assert runbooks.enabled is False
     assert (runbooks.max_tokens, runbooks.items) == (600, ["a", "b"])
 
 
-def test_origins_name_the_file_that_set_each_final_value(prod) -> None:
+def test_origins_name_the_file_that_set_each_final_value(prod: Manifest) -> None:
     assert prod.origin("budget") == Origin("prod.yaml", 2, 9, "3000")
     assert prod.origin("version") == Origin("base.yaml", 1, 10, "1")
     url = prod.origin("providers", "status", "request", "url")
     assert url == Origin("prod.yaml", 5, 20, "https://status.example.com/search")
     timeout = prod.origin("providers", "status", "request", "timeout_s")
+    assert timeout is not None
     assert (timeout.path, timeout.line, timeout.column) == ("base.yaml", 19, 18)
     assert prod.origin("providers", "runbooks", "items", 1) == Origin("base.yaml", 12, 16, "b")
-    assert prod.origin("providers", "audit").path == "prod.yaml"
+    audit = prod.origin("providers", "audit")
+    assert audit is not None
+    assert audit.path == "prod.yaml"
     assert prod.origin("providers", "nope") is None
     assert ("providers", "status", "request", "headers", "Accept") in prod.origins
 
 
-def test_lists_other_than_providers_are_replaced_whole(write, types) -> None:
+def test_lists_other_than_providers_are_replaced_whole(
+    write: Callable[..., Path], types: ProviderTypes
+) -> None:
     write("base.yaml", BASE)
     write("m.yaml", "extends: base.yaml\nproviders:\n  - name: runbooks\n    items: [c]\n")
     manifest = load_manifest("m.yaml", environ={}, types=types)
-    assert manifest.providers[1].items == ["c"]
+    assert cast("ProbeConfig", manifest.providers[1]).items == ["c"]
 
 
-def test_a_chain_of_three_files_applies_in_order(write, types) -> None:
+def test_a_chain_of_three_files_applies_in_order(
+    write: Callable[..., Path], types: ProviderTypes
+) -> None:
     write("a.yaml", "version: 1\nbudget: 1\nproviders:\n  - {name: x, type: static, text: a}\n")
     write("b.yaml", "extends: a.yaml\nbudget: 2\nproviders:\n  - {name: x, text: b}\n")
     write("c.yaml", "extends: b.yaml\nproviders:\n  - {name: y, type: static, text: c}\n")
     manifest = load_manifest("c.yaml", environ={}, types=types)
     assert manifest.budget == 2
-    assert [(p.name, p.text) for p in manifest.providers] == [("x", "b"), ("y", "c")]
+    x, y = manifest.providers
+    assert isinstance(x, StaticConfig)
+    assert isinstance(y, StaticConfig)
+    assert [(x.name, x.text), (y.name, y.text)] == [("x", "b"), ("y", "c")]
     assert manifest.extends == "b.yaml"
     assert manifest.path == Path("c.yaml")
 
 
-def test_extends_is_relative_to_the_file_not_the_working_directory(write, types) -> None:
+def test_extends_is_relative_to_the_file_not_the_working_directory(
+    write: Callable[..., Path], types: ProviderTypes
+) -> None:
     write("configs/shared/base.yaml", "version: 1\nbudget: 7\n")
     write("configs/dev.yaml", "extends: shared/base.yaml\n")
     assert load_manifest("configs/dev.yaml", environ={}, types=types).budget == 7
 
 
-def test_a_retyped_entry_replaces_its_base_entry_in_place(write, types) -> None:
+def test_a_retyped_entry_replaces_its_base_entry_in_place(
+    write: Callable[..., Path], types: ProviderTypes
+) -> None:
     write("base.yaml", BASE)
     write("m.yaml", "extends: base.yaml\nproviders:\n  - {name: runbooks, type: static, text: t}\n")
     manifest = load_manifest("m.yaml", environ={}, types=types)
@@ -124,7 +144,9 @@ def test_a_retyped_entry_replaces_its_base_entry_in_place(write, types) -> None:
     assert manifest.providers[1].max_tokens is None
 
 
-def test_an_overlay_may_switch_a_provider_back_on(write, types) -> None:
+def test_an_overlay_may_switch_a_provider_back_on(
+    write: Callable[..., Path], types: ProviderTypes
+) -> None:
     write(
         "base.yaml",
         "version: 1\nproviders:\n  - {name: a, type: static, text: x, enabled: false}\n",
@@ -133,7 +155,9 @@ def test_an_overlay_may_switch_a_provider_back_on(write, types) -> None:
     assert load_manifest("m.yaml", environ={}, types=types).providers[0].enabled is True
 
 
-def test_the_same_name_twice_in_one_overlay_is_an_error(write, types) -> None:
+def test_the_same_name_twice_in_one_overlay_is_an_error(
+    write: Callable[..., Path], types: ProviderTypes
+) -> None:
     write("base.yaml", BASE)
     write(
         "m.yaml",
@@ -146,7 +170,9 @@ def test_the_same_name_twice_in_one_overlay_is_an_error(write, types) -> None:
         load_manifest("m.yaml", environ={}, types=types)
 
 
-def test_a_base_may_itself_be_invalid_alone_when_the_overlay_completes_it(write, types) -> None:
+def test_a_base_may_itself_be_invalid_alone_when_the_overlay_completes_it(
+    write: Callable[..., Path], types: ProviderTypes
+) -> None:
     write("base.yaml", "providers:\n  - {name: a, type: static, text: x}\n")
     write("m.yaml", "extends: base.yaml\nversion: 1\n")
     assert load_manifest("m.yaml", environ={}, types=types).version == 1

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, NoReturn
 
 import pytest
 from pydantic import field_validator
@@ -14,7 +16,7 @@ from composer.cli import main
 from composer.errors import ManifestError
 from composer.manifest import ProviderConfig
 from composer.manifest.loader import load_manifest
-from composer.plugin import ProviderType
+from composer.plugin import BuildContext, ProviderType
 
 SECRET = "s3cr3t-Value-9f2c"
 
@@ -31,7 +33,11 @@ class EchoConfig(ProviderConfig):
         raise ValueError(f"key {value!r} is not a valid key")
 
 
-echo_type = ProviderType("echo", EchoConfig, lambda config, context: None)
+def never_built(config: ProviderConfig, context: BuildContext) -> NoReturn:
+    raise AssertionError("an echo entry never validates, so it is never built")
+
+
+echo_type = ProviderType("echo", EchoConfig, never_built)
 
 LEAKY = [
     "version: 1\nproviders:\n  - {name: a, type: '${S}'}\n",
@@ -48,7 +54,9 @@ LEAKY = [
 
 
 @pytest.mark.parametrize("text", LEAKY)
-def test_no_error_message_shows_a_secret(text, write, caplog) -> None:
+def test_no_error_message_shows_a_secret(
+    text: str, write: Callable[..., Path], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     write("m.yaml", text)
     with pytest.raises(ManifestError) as caught:
@@ -61,7 +69,12 @@ def test_no_error_message_shows_a_secret(text, write, caplog) -> None:
 
 
 @pytest.mark.parametrize("text", LEAKY)
-def test_validate_output_never_shows_a_secret(text, write, capsys, monkeypatch) -> None:
+def test_validate_output_never_shows_a_secret(
+    text: str,
+    write: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("S", SECRET)
     write("m.yaml", text)
     assert main(["validate", "m.yaml"]) == 1
@@ -70,7 +83,9 @@ def test_validate_output_never_shows_a_secret(text, write, capsys, monkeypatch) 
     assert err.startswith("m.yaml:")
 
 
-def test_a_valid_manifest_reports_without_its_secrets(write, capsys, monkeypatch) -> None:
+def test_a_valid_manifest_reports_without_its_secrets(
+    write: Callable[..., Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("S", SECRET)
     write(
         "m.yaml",
@@ -83,7 +98,7 @@ def test_a_valid_manifest_reports_without_its_secrets(write, capsys, monkeypatch
     assert SECRET not in out + err
 
 
-def test_a_validator_never_quotes_part_of_a_secret(write) -> None:
+def test_a_validator_never_quotes_part_of_a_secret(write: Callable[..., Path]) -> None:
     """Jinja would name ``Value`` from ``{{ top-Value }}``: the message names ${S} instead."""
     write("m.yaml", "version: 1\nproviders:\n  - {name: a, type: static, text: '{{ ${S} }}'}\n")
     with pytest.raises(ManifestError) as caught:
