@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 
 import composer
 from composer import Branch, ContextProvider, ContextProviderRegistry, ProviderReport
+
+if TYPE_CHECKING:
+    from conformance.conftest import Static
 
 
 class Named:
@@ -27,6 +32,8 @@ class Nameless:
 
 class Spy:
     """Records every attribute looked up on it, ``__class__`` included (as isinstance does)."""
+
+    seen: list[str]
 
     def __init__(self) -> None:
         object.__setattr__(self, "seen", [])
@@ -116,7 +123,7 @@ def test_names_is_a_new_list_each_time() -> None:
 
 
 async def test_no_duplicate_check_and_no_replacement_by_name(
-    static, branch: Branch, instruction: composer.Instruction
+    static: Callable[..., Static], branch: Branch, instruction: composer.Instruction
 ) -> None:
     """D1: the same provider and the same name register twice; both entries run."""
     registry = ContextProviderRegistry()
@@ -168,10 +175,10 @@ def test_register_does_not_inspect_the_provider() -> None:
     """D1: registration does not call isinstance() or look at provide; only name is read."""
     spy = Spy()
     ContextProviderRegistry().register(spy, name="given")
-    assert spy.seen == []  # type: ignore[attr-defined]
+    assert spy.seen == []
     spy = Spy()
     ContextProviderRegistry().register(spy)
-    assert spy.seen == ["name"]  # type: ignore[attr-defined]
+    assert spy.seen == ["name"]
 
 
 def test_register_accepts_anything() -> None:
@@ -185,7 +192,10 @@ def test_register_accepts_anything() -> None:
 
 
 async def test_invalid_providers_fail_contained_at_gather(
-    static, branch: Branch, instruction: composer.Instruction, caplog: pytest.LogCaptureFixture
+    static: Callable[..., Static],
+    branch: Branch,
+    instruction: composer.Instruction,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """D1: a missing or non-async provide raises during the awaited call, contained by gather."""
     registry = ContextProviderRegistry()

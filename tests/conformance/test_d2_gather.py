@@ -8,12 +8,17 @@ import logging
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 import composer
 from composer import Branch, ContextProviderRegistry, Instruction, ProviderReport
+
+if TYPE_CHECKING:
+    from conformance.conftest import Raising, Static
 
 
 class CustomInterrupt(BaseException):
@@ -26,7 +31,7 @@ def fired(*texts_and_names: tuple[str, str]) -> list[dict[str, object]]:
 
 
 async def test_providers_run_in_registration_order_without_overlap(
-    static, log: list[str], branch: Branch, instruction: Instruction
+    static: Callable[..., Static], log: list[str], branch: Branch, instruction: Instruction
 ) -> None:
     """D2: each provider is awaited to completion before the next starts, in registration order."""
     registry = ContextProviderRegistry()
@@ -78,7 +83,7 @@ async def test_no_timeout_even_when_the_clock_leaps(
 
 
 async def test_every_provider_gets_the_same_branch_and_instruction(
-    static, branch: Branch, instruction: Instruction
+    static: Callable[..., Static], branch: Branch, instruction: Instruction
 ) -> None:
     """D2: gather invokes provide(branch, instruction) with the objects it was given."""
     providers = [static("one"), static("two"), static("three")]
@@ -137,7 +142,7 @@ def test_empty_registry_loads_no_tokenizer(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("falsy", ["", None, 0, False, []], ids=repr)
 async def test_falsy_results_leave_no_row(
-    falsy: object, static, branch: Branch, instruction: Instruction
+    falsy: object, static: Callable[..., Static], branch: Branch, instruction: Instruction
 ) -> None:
     """D2: None or any falsy result contributes no block and no fired/skipped/failed row."""
     registry = ContextProviderRegistry(budget=0)
@@ -154,7 +159,11 @@ async def test_falsy_results_leave_no_row(
 
 
 async def test_exception_is_logged_with_traceback_recorded_and_next_runs(
-    static, raising, branch: Branch, instruction: Instruction, caplog: pytest.LogCaptureFixture
+    static: Callable[..., Static],
+    raising: Callable[..., Raising],
+    branch: Branch,
+    instruction: Instruction,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """D2: an Exception is warned with traceback, its name goes to failed, gather goes on."""
     boom = RuntimeError("source down")
@@ -180,7 +189,7 @@ async def test_exception_is_logged_with_traceback_recorded_and_next_runs(
 
 
 async def test_failed_provider_is_attempted_once(
-    raising, branch: Branch, instruction: Instruction
+    raising: Callable[..., Raising], branch: Branch, instruction: Instruction
 ) -> None:
     """D2: no retry: a failing provider is called exactly once per gather."""
     flaky = raising(ValueError("transient"))
@@ -193,7 +202,11 @@ async def test_failed_provider_is_attempted_once(
 
 @pytest.mark.parametrize("exc_type", [KeyboardInterrupt, CustomInterrupt, SystemExit])
 async def test_base_exception_propagates(
-    exc_type: type[BaseException], static, raising, branch: Branch, instruction: Instruction
+    exc_type: type[BaseException],
+    static: Callable[..., Static],
+    raising: Callable[..., Raising],
+    branch: Branch,
+    instruction: Instruction,
 ) -> None:
     """D2: a BaseException outside Exception is not contained; later providers do not run."""
     later = static("later")
@@ -206,7 +219,9 @@ async def test_base_exception_propagates(
     assert later.calls == []
 
 
-async def test_cancellation_propagates(raising, branch: Branch, instruction: Instruction) -> None:
+async def test_cancellation_propagates(
+    raising: Callable[..., Raising], branch: Branch, instruction: Instruction
+) -> None:
     """D2: asyncio.CancelledError (a BaseException) is not recorded as a failure."""
     registry = ContextProviderRegistry()
     registry.register(raising(asyncio.CancelledError()))
@@ -215,7 +230,7 @@ async def test_cancellation_propagates(raising, branch: Branch, instruction: Ins
 
 
 async def test_processing_of_the_result_is_outside_the_provide_containment(
-    static, branch: Branch, instruction: Instruction
+    static: Callable[..., Static], branch: Branch, instruction: Instruction
 ) -> None:
     """D2: the result is examined outside the provide try/except, so its errors propagate."""
 
@@ -230,7 +245,7 @@ async def test_processing_of_the_result_is_outside_the_provide_containment(
 
 
 async def test_truthy_non_string_counts_zero_and_is_not_a_failure(
-    static, branch: Branch, instruction: Instruction
+    static: Callable[..., Static], branch: Branch, instruction: Instruction
 ) -> None:
     """D2/D3: a truthy non-string result is not contained as a failure; the tokenizer gives 0."""
     registry = ContextProviderRegistry(budget=0)
@@ -243,7 +258,7 @@ async def test_truthy_non_string_counts_zero_and_is_not_a_failure(
 
 
 async def test_all_providers_run_before_the_budget_drops_any(
-    static, branch: Branch, instruction: Instruction
+    static: Callable[..., Static], branch: Branch, instruction: Instruction
 ) -> None:
     """D2: every provider is invoked even when its result is later dropped by the budget."""
     dropped = static("this will not fit")

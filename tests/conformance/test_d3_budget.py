@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
 import pytest
 
 import composer
 from composer import Branch, ContextProviderRegistry, Instruction, ProviderReport, count_tokens
+
+if TYPE_CHECKING:
+    from conformance.conftest import Static
 
 ONE = "alpha"  # 1 token
 TWO = "alpha beta"  # 2 tokens
@@ -22,7 +28,11 @@ def row(name: str, text: str) -> dict[str, object]:
     return {"provider_name": name, "tokens": count_tokens(text)}
 
 
-async def gather(static, registrations, budget: int = 2000) -> ProviderReport:
+async def gather(
+    static: Callable[..., Static],
+    registrations: Iterable[tuple[str, str, int, int | None]],
+    budget: int = 2000,
+) -> ProviderReport:
     """Register ``(name, text, priority, max_tokens)`` tuples and gather once."""
     registry = ContextProviderRegistry(budget=budget)
     for name, text, priority, max_tokens in registrations:
@@ -32,56 +42,62 @@ async def gather(static, registrations, budget: int = 2000) -> ProviderReport:
     return await registry.gather(Branch("SYS"), Instruction("q"))
 
 
-async def test_max_tokens_none_means_no_cap(static) -> None:
+async def test_max_tokens_none_means_no_cap(static: Callable[..., Static]) -> None:
     """D3: max_tokens=None means no per-provider cap."""
     report = await gather(static, [("a", FIVE, 0, None)])
     assert report == ProviderReport(blocks=[FIVE], fired=[row("a", FIVE)])
 
 
-async def test_max_tokens_zero_means_no_cap(static) -> None:
+async def test_max_tokens_zero_means_no_cap(static: Callable[..., Static]) -> None:
     """D3: max_tokens=0 is falsy and therefore also means no cap."""
     report = await gather(static, [("a", FIVE, 0, 0)])
     assert report == ProviderReport(blocks=[FIVE], fired=[row("a", FIVE)])
 
 
-async def test_max_tokens_equal_to_tokens_fits(static) -> None:
+async def test_max_tokens_equal_to_tokens_fits(static: Callable[..., Static]) -> None:
     """D3: a positive cap skips only when tokens is strictly greater; equality fits."""
     report = await gather(static, [("eq", FIVE, 0, 5), ("over", FIVE, 0, 4)])
     assert report == ProviderReport(blocks=[FIVE], fired=[row("eq", FIVE)], skipped=["over"])
 
 
 @pytest.mark.parametrize("cap", [-1, -100])
-async def test_negative_max_tokens_skips_any_non_empty_result(static, cap: int) -> None:
+async def test_negative_max_tokens_skips_any_non_empty_result(
+    static: Callable[..., Static], cap: int
+) -> None:
     """D3: a negative cap is truthy, so any non-empty result exceeds it, even a 0-token one."""
     report = await gather(static, [("one", ONE, 0, cap), ("zero", SPECIAL, 0, cap)])
     assert report == ProviderReport(skipped=["one", "zero"])
 
 
-async def test_cap_overflow_skips_whole_block_without_truncation(static) -> None:
+async def test_cap_overflow_skips_whole_block_without_truncation(
+    static: Callable[..., Static],
+) -> None:
     """D3: a per-provider overflow does not truncate; the whole block is skipped."""
     report = await gather(static, [("big", FIVE, 0, 2), ("small", TWO, 0, 2)])
     assert report == ProviderReport(blocks=[TWO], fired=[row("small", TWO)], skipped=["big"])
 
 
-async def test_budget_equality_fits(static) -> None:
+async def test_budget_equality_fits(static: Callable[..., Static]) -> None:
     """D3: greedy admission while total + tokens <= budget; exactly filling the budget fits."""
     report = await gather(static, [("a", TWO, 0, None), ("b", FIVE, 0, None)], budget=7)
     assert report == ProviderReport(blocks=[TWO, FIVE], fired=[row("a", TWO), row("b", FIVE)])
 
 
-async def test_budget_one_short_skips_the_block_that_overflows(static) -> None:
+async def test_budget_one_short_skips_the_block_that_overflows(
+    static: Callable[..., Static],
+) -> None:
     """D3: a block that would take the total past the budget is skipped, not truncated."""
     report = await gather(static, [("a", TWO, 0, None), ("b", FIVE, 0, None)], budget=6)
     assert report == ProviderReport(blocks=[TWO], fired=[row("a", TWO)], skipped=["b"])
 
 
-async def test_higher_priority_is_admitted_first(static) -> None:
+async def test_higher_priority_is_admitted_first(static: Callable[..., Static]) -> None:
     """D3: higher numeric priority is considered first under budget pressure."""
     report = await gather(static, [("low", FIVE, 1, None), ("high", FIVE, 2, None)], budget=5)
     assert report == ProviderReport(blocks=[FIVE], fired=[row("high", FIVE)], skipped=["low"])
 
 
-async def test_negative_priorities_sort_below_zero(static) -> None:
+async def test_negative_priorities_sort_below_zero(static: Callable[..., Static]) -> None:
     """D3: priority is a plain integer; -3 loses to 0 and to -1."""
     report = await gather(
         static,
@@ -92,7 +108,9 @@ async def test_negative_priorities_sort_below_zero(static) -> None:
     assert report.skipped == ["m3"]
 
 
-async def test_oversized_high_priority_skipped_while_smaller_later_fits(static) -> None:
+async def test_oversized_high_priority_skipped_while_smaller_later_fits(
+    static: Callable[..., Static],
+) -> None:
     """D3: an oversized high-priority block is skipped while a later smaller block still fits."""
     report = await gather(
         static,
@@ -104,7 +122,7 @@ async def test_oversized_high_priority_skipped_while_smaller_later_fits(static) 
     )
 
 
-async def test_equal_priorities_keep_registration_order(static) -> None:
+async def test_equal_priorities_keep_registration_order(static: Callable[..., Static]) -> None:
     """D3: equal priorities retain registration order (stable sort): earlier ones win."""
     names = ["a", "b", "c", "d", "e", "f"]
     report = await gather(static, [(n, TWO, 7, None) for n in names], budget=6)
@@ -112,7 +130,9 @@ async def test_equal_priorities_keep_registration_order(static) -> None:
     assert report.skipped == ["d", "e", "f"]
 
 
-async def test_equal_priorities_stable_among_mixed_priorities(static) -> None:
+async def test_equal_priorities_stable_among_mixed_priorities(
+    static: Callable[..., Static],
+) -> None:
     """D3: the sort is by descending priority only; ties keep registration order."""
     report = await gather(
         static,
@@ -129,7 +149,7 @@ async def test_equal_priorities_stable_among_mixed_priorities(static) -> None:
     assert report.skipped == ["low2", "low3"]
 
 
-async def test_render_order_is_registration_order(static) -> None:
+async def test_render_order_is_registration_order(static: Callable[..., Static]) -> None:
     """D3: after selection, blocks and fired are rebuilt in registration order, not priority."""
     report = await gather(
         static,
@@ -140,13 +160,15 @@ async def test_render_order_is_registration_order(static) -> None:
 
 
 @pytest.mark.parametrize("budget", [0, -1])
-async def test_zero_or_negative_budget_skips_positive_blocks(static, budget: int) -> None:
+async def test_zero_or_negative_budget_skips_positive_blocks(
+    static: Callable[..., Static], budget: int
+) -> None:
     """D3: a zero or negative budget skips any block with a positive token count."""
     report = await gather(static, [("a", ONE, 0, None), ("b", FIVE, 9, None)], budget=budget)
     assert report == ProviderReport(skipped=["b", "a"])
 
 
-async def test_zero_budget_admits_a_zero_token_block(static) -> None:
+async def test_zero_budget_admits_a_zero_token_block(static: Callable[..., Static]) -> None:
     """D3: tokenizer errors count 0, and a zero-token block fits a zero budget."""
     report = await gather(static, [("special", SPECIAL, 0, None), ("word", ONE, 0, None)], budget=0)
     assert report == ProviderReport(
@@ -156,13 +178,13 @@ async def test_zero_budget_admits_a_zero_token_block(static) -> None:
     )
 
 
-async def test_negative_budget_skips_even_a_zero_token_block(static) -> None:
+async def test_negative_budget_skips_even_a_zero_token_block(static: Callable[..., Static]) -> None:
     """D3: total + 0 <= -1 is false, so a negative budget admits nothing."""
     report = await gather(static, [("special", SPECIAL, 0, None)], budget=-1)
     assert report == ProviderReport(skipped=["special"])
 
 
-async def test_cap_skips_come_before_budget_skips(static) -> None:
+async def test_cap_skips_come_before_budget_skips(static: Callable[..., Static]) -> None:
     """D3/D5: skipped holds cap overflows in registration order, then budget exclusions."""
     report = await gather(
         static,
@@ -179,7 +201,7 @@ async def test_cap_skips_come_before_budget_skips(static) -> None:
     )
 
 
-async def test_budget_is_mutable_on_the_registry(static) -> None:
+async def test_budget_is_mutable_on_the_registry(static: Callable[..., Static]) -> None:
     """D3: the total is mutable as registry.budget and read at gather time."""
     registry = ContextProviderRegistry()
     registry.register(static(FIVE), name="a")
@@ -191,7 +213,9 @@ async def test_budget_is_mutable_on_the_registry(static) -> None:
     assert report == ProviderReport(blocks=[FIVE], fired=[row("a", FIVE)])
 
 
-async def test_default_budget_2000_admits_exactly_2000_tokens(static) -> None:
+async def test_default_budget_2000_admits_exactly_2000_tokens(
+    static: Callable[..., Static],
+) -> None:
     """D3: the default total is 2000 tokens: 2000 fit, one more does not."""
     text = " a" * 1000 + " b" * 1000
     assert count_tokens(text) == 2000
@@ -203,7 +227,7 @@ async def test_default_budget_2000_admits_exactly_2000_tokens(static) -> None:
     assert report.skipped == ["one-more"]
 
 
-async def test_fired_tokens_are_count_tokens_of_the_text(static) -> None:
+async def test_fired_tokens_are_count_tokens_of_the_text(static: Callable[..., Static]) -> None:
     """D3: the recorded token count is count_tokens(text) for the exact returned text."""
     text = "Résumé: naïve café — 日本語のテキスト 🚀 x = f(42)\n\tdone"
     report = await gather(static, [("t", text, 0, None)])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -10,6 +11,9 @@ import yaml
 import composer
 import composer.turn
 from composer import Branch, Instruction, ProviderReport, count_tokens, prepare_turn
+
+if TYPE_CHECKING:
+    from conformance.conftest import Raising, Static
 
 
 class Stop(BaseException):
@@ -49,7 +53,7 @@ async def test_empty_registry_gathers_nothing_and_leaves_report(
 
 
 async def test_systemless_branch_calls_no_provider_and_reports_all_skipped(
-    static, previous: ProviderReport
+    static: Callable[..., Static], previous: ProviderReport
 ) -> None:
     """D4: without a system message no provider is called; report = skipped=registry.names."""
     branch = Branch()
@@ -67,7 +71,9 @@ async def test_systemless_branch_calls_no_provider_and_reports_all_skipped(
     assert branch._context_injection_slot is None
 
 
-async def test_systemless_turn_without_guidance_has_no_guidance(static) -> None:
+async def test_systemless_turn_without_guidance_has_no_guidance(
+    static: Callable[..., Static],
+) -> None:
     """D4: a systemless branch gets no fold; with no guidance there is nothing to send."""
     branch = Branch()
     branch.providers.register(static("A"), name="a")
@@ -75,7 +81,9 @@ async def test_systemless_turn_without_guidance_has_no_guidance(static) -> None:
     assert turn.guidance is None
 
 
-async def test_instruction_is_built_once_and_passed_to_every_provider(static) -> None:
+async def test_instruction_is_built_once_and_passed_to_every_provider(
+    static: Callable[..., Static],
+) -> None:
     """D4: the helper builds the current Instruction once and passes that object to every provider."""
     branch = Branch("SYS")
     providers = [static("A"), static("B"), static("C")]
@@ -90,7 +98,9 @@ async def test_instruction_is_built_once_and_passed_to_every_provider(static) ->
     assert branch.messages == [turn.instruction]
 
 
-async def test_given_instruction_object_is_the_one_providers_see(static) -> None:
+async def test_given_instruction_object_is_the_one_providers_see(
+    static: Callable[..., Static],
+) -> None:
     """D4: an Instruction passed in is the exact object every provider receives."""
     branch = Branch("SYS")
     a, b = static("A"), static("B")
@@ -104,7 +114,7 @@ async def test_given_instruction_object_is_the_one_providers_see(static) -> None
 
 
 async def test_report_is_saved_and_blocks_fill_the_slot_during_preparation(
-    static, monkeypatch: pytest.MonkeyPatch
+    static: Callable[..., Static], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """D4: the report is saved, report.blocks go in the private slot, and the slot is then cleared."""
     branch = Branch("SYS")
@@ -145,7 +155,7 @@ async def test_report_is_saved_and_blocks_fill_the_slot_during_preparation(
     ],
 )
 async def test_fold_is_system_plus_newline_joined_blocks_plus_guidance(
-    static, guidance: Any, expected: str
+    static: Callable[..., Static], guidance: Any, expected: str
 ) -> None:
     """D4: rendering is system + "\\n".join(blocks) + guidance; non-string guidance as YAML."""
     branch = Branch("SYS")
@@ -155,7 +165,7 @@ async def test_fold_is_system_plus_newline_joined_blocks_plus_guidance(
     assert turn.guidance == expected
 
 
-async def test_fold_adds_no_separator_around_blocks(static) -> None:
+async def test_fold_adds_no_separator_around_blocks(static: Callable[..., Static]) -> None:
     """D4: no delimiter between system and the first block, nor between the last block and guidance."""
     branch = Branch("You are terse.")
     branch.providers.register(static("Fact one."))
@@ -164,7 +174,9 @@ async def test_fold_adds_no_separator_around_blocks(static) -> None:
     assert turn.guidance == "You are terse.Fact one.\nFact two.Answer briefly."
 
 
-async def test_fold_with_no_retained_block_is_system_plus_guidance(static) -> None:
+async def test_fold_with_no_retained_block_is_system_plus_guidance(
+    static: Callable[..., Static],
+) -> None:
     """D4: when every result is empty or skipped the fold is just system + guidance."""
     branch = Branch("SYS")
     branch.providers.register(static(None))
@@ -174,7 +186,7 @@ async def test_fold_with_no_retained_block_is_system_plus_guidance(static) -> No
     assert turn.report == ProviderReport(skipped=["long"])
 
 
-async def test_fold_uses_registration_order_not_priority(static) -> None:
+async def test_fold_uses_registration_order_not_priority(static: Callable[..., Static]) -> None:
     """D4/D3: retained blocks are rendered in registration order."""
     branch = Branch("S:")
     branch.providers.register(static("low"), priority=-5)
@@ -184,7 +196,9 @@ async def test_fold_uses_registration_order_not_priority(static) -> None:
 
 
 @pytest.mark.parametrize("guidance", [{}, [], 0, False, ""], ids=repr)
-async def test_falsy_guidance_renders_as_nothing(static, guidance: Any) -> None:
+async def test_falsy_guidance_renders_as_nothing(
+    static: Callable[..., Static], guidance: Any
+) -> None:
     """D4: guidance is ``c.guidance or ""`` before YAML, so falsy guidance adds no text."""
     branch = Branch("SYS")
     branch.providers.register(static("A"))
@@ -192,7 +206,9 @@ async def test_falsy_guidance_renders_as_nothing(static, guidance: Any) -> None:
     assert turn.guidance == "SYSA"
 
 
-async def test_slot_is_cleared_when_preparation_fails(static, previous: ProviderReport) -> None:
+async def test_slot_is_cleared_when_preparation_fails(
+    static: Callable[..., Static], previous: ProviderReport
+) -> None:
     """D4: the slot is cleared in a finally even when preparation raises (unrepresentable guidance)."""
     branch = Branch("SYS")
     provider = static("A")
@@ -210,7 +226,7 @@ async def test_slot_is_cleared_when_preparation_fails(static, previous: Provider
 
 
 async def test_gather_failure_prevents_preparation_and_assigns_nothing(
-    static, raising, previous: ProviderReport
+    static: Callable[..., Static], raising: Callable[..., Raising], previous: ProviderReport
 ) -> None:
     """D4: an error escaping gather stops the turn before the slot or report is assigned."""
     branch = Branch("SYS")
@@ -224,7 +240,7 @@ async def test_gather_failure_prevents_preparation_and_assigns_nothing(
     assert branch.messages == []
 
 
-async def test_injected_text_is_never_stored_in_messages(static) -> None:
+async def test_injected_text_is_never_stored_in_messages(static: Callable[..., Static]) -> None:
     """D4: the instruction is recorded without the injected blocks; only the fold carries them."""
     branch = Branch("SYS")
     branch.providers.register(static("SECRET-BLOCK"))
@@ -237,7 +253,7 @@ async def test_injected_text_is_never_stored_in_messages(static) -> None:
     assert branch.system == "SYS"
 
 
-async def test_each_turn_gathers_afresh(static) -> None:
+async def test_each_turn_gathers_afresh(static: Callable[..., Static]) -> None:
     """D4: every systemful turn runs a new provider pass and saves a new report."""
     branch = Branch("SYS")
     provider = static("A")

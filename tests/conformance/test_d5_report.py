@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +16,9 @@ from composer import (
     count_tokens,
     prepare_turn,
 )
+
+if TYPE_CHECKING:
+    from conformance.conftest import Raising, Static
 
 FOUR = ("blocks", "fired", "skipped", "failed")
 
@@ -57,7 +62,9 @@ def test_default_lists_are_not_shared() -> None:
         assert getattr(a, attr) is not getattr(b, attr)
 
 
-async def test_blocks_and_fired_align_and_fired_rows_have_exactly_two_keys(static) -> None:
+async def test_blocks_and_fired_align_and_fired_rows_have_exactly_two_keys(
+    static: Callable[..., Static],
+) -> None:
     """D5: blocks[i] and fired[i] describe the same result; a fired row is provider_name + tokens."""
     registry = ContextProviderRegistry(budget=4)
     texts = {"a": "alpha", "b": "alpha beta gamma delta epsilon", "c": "gamma delta", "d": "x"}
@@ -74,7 +81,7 @@ async def test_blocks_and_fired_align_and_fired_rows_have_exactly_two_keys(stati
     assert report.skipped == ["b"]
 
 
-async def test_skipped_mixes_reasons_without_detail(static) -> None:
+async def test_skipped_mixes_reasons_without_detail(static: Callable[..., Static]) -> None:
     """D5: skipped is a plain list of names, overflow and budget exclusion alike."""
     registry = ContextProviderRegistry(budget=1)
     registry.register(static("alpha beta"), name="cap", max_tokens=1)
@@ -84,7 +91,7 @@ async def test_skipped_mixes_reasons_without_detail(static) -> None:
     assert all(type(name) is str for name in report.skipped)
 
 
-async def test_failed_holds_only_the_name(raising) -> None:
+async def test_failed_holds_only_the_name(raising: Callable[..., Raising]) -> None:
     """D5: failed lists names whose provide raised Exception, without the exception value."""
     registry = ContextProviderRegistry()
     registry.register(raising(ValueError("detail that must not leak")), name="broken")
@@ -93,7 +100,9 @@ async def test_failed_holds_only_the_name(raising) -> None:
     assert "detail" not in repr(report)
 
 
-async def test_duplicate_names_appear_once_per_entry(static, raising) -> None:
+async def test_duplicate_names_appear_once_per_entry(
+    static: Callable[..., Static], raising: Callable[..., Raising]
+) -> None:
     """D5: duplicate names are listed once per entry, which makes correlation ambiguous."""
     registry = ContextProviderRegistry(budget=1)
     registry.register(static("a"), name="dup")
@@ -105,7 +114,7 @@ async def test_duplicate_names_appear_once_per_entry(static, raising) -> None:
     assert report.failed == ["dup"]
 
 
-async def test_last_report_is_overwritten_by_the_next_pass(static) -> None:
+async def test_last_report_is_overwritten_by_the_next_pass(static: Callable[..., Static]) -> None:
     """D5: branch.last_context_report holds one reference, replaced by the next provider pass."""
     branch = Branch("SYS")
     provider = static("A")
@@ -117,7 +126,9 @@ async def test_last_report_is_overwritten_by_the_next_pass(static) -> None:
     assert second.report is not first.report
 
 
-async def test_last_report_is_overwritten_by_a_systemless_pass(static) -> None:
+async def test_last_report_is_overwritten_by_a_systemless_pass(
+    static: Callable[..., Static],
+) -> None:
     """D5: a systemless turn overwrites the last report with skipped=names."""
     branch = Branch("SYS")
     branch.providers.register(static("A"), name="a")
@@ -129,7 +140,9 @@ async def test_last_report_is_overwritten_by_a_systemless_pass(static) -> None:
     assert branch.last_context_report == ProviderReport(skipped=["a"])
 
 
-async def test_last_report_left_alone_by_a_zero_provider_turn(static) -> None:
+async def test_last_report_left_alone_by_a_zero_provider_turn(
+    static: Callable[..., Static],
+) -> None:
     """D5: a turn with no registered provider leaves the previous report unchanged."""
     branch = Branch("SYS")
     branch.providers.register(static("A"), name="a")
@@ -143,7 +156,7 @@ async def test_last_report_left_alone_by_a_zero_provider_turn(static) -> None:
     assert branch.last_context_report is kept
 
 
-async def test_report_keeps_blocks_after_the_slot_is_cleared(static) -> None:
+async def test_report_keeps_blocks_after_the_slot_is_cleared(static: Callable[..., Static]) -> None:
     """D5: raw selected blocks stay in the report after the injection slot is cleared."""
     branch = Branch("SYS")
     branch.providers.register(static("raw source text"), name="a")
