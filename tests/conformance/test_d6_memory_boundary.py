@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import composer.registry
@@ -14,9 +15,9 @@ if TYPE_CHECKING:
     from conformance.conftest import Static
 
 
-def _imports(module: object) -> list[str]:
+def _imports(module: ModuleType) -> list[str]:
     """Every module and name the source of ``module`` imports, at any depth."""
-    tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+    tree = ast.parse(inspect.getsource(module))
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

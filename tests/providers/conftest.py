@@ -210,8 +210,8 @@ async def http_provider() -> AsyncIterator[Callable[..., HttpProvider]]:
         config = HttpConfig(
             name=name,
             when=when,
-            request=request,  # type: ignore[arg-type]
-            response=response or {},  # type: ignore[arg-type]
+            request=request,
+            response=response or {},
         )
         provider = HttpProvider(config)
         made.append(provider)

@@ -18,7 +18,7 @@ from composer.build import attach
 from composer.manifest import Manifest
 
 if TYPE_CHECKING:
-    from tests.providers.conftest import LocalServer
+    from providers.conftest import LocalServer
 
 NAMES = ["rules", "runbooks", "memory", "status"]
 
@@ -44,15 +44,15 @@ def manifest(
             FileCorpusConfig(name="runbooks", root=corpus, **common),
             MemoryConfig(
                 name="memory", source={"jsonl": memory}, query={"tags": ["deploy"]}, **common
-            ),  # type: ignore[arg-type]
+            ),
             HttpConfig(
                 name="status",
                 request={
                     "url": f"{server.url}{path}",
                     "params": {"q": "{{ instruction.text }}"},
                     "timeout_s": 0.3,
-                },  # type: ignore[arg-type]
-                response={"template": "{% for r in json.results %}- {{ r.title }}\n{% endfor %}"},  # type: ignore[arg-type]
+                },
+                response={"template": "{% for r in json.results %}- {{ r.title }}\n{% endfor %}"},
                 **common,
             ),
         ],

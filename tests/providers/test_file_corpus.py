@@ -10,7 +10,7 @@ import pytest
 
 from builtin_providers._confined import ConfinedReader, GlobSet, SkipFile
 from builtin_providers.file_corpus import CorpusIndex, FileCorpusConfig, FileCorpusProvider
-from composer.build import build_registry, manage
+from composer.build import ManagedProvider, build_registry, manage
 from composer.errors import ProviderError
 from composer.manifest import Manifest
 from composer.tokens import count_tokens
@@ -36,7 +36,7 @@ def corpus(tmp_path: Path) -> Path:
 
 
 def provider(root: Path, **options: object) -> FileCorpusProvider:
-    config = FileCorpusConfig(name="docs", root=root, **options)  # type: ignore[arg-type]
+    config = FileCorpusConfig(name="docs", root=root, **options)
     return FileCorpusProvider(config, CorpusIndex(config))
 
 
@@ -224,6 +224,11 @@ async def test_refresh_picks_up_changes(corpus: Path) -> None:
     assert await ask(eager, "zeppelin") is None
 
 
+def index_of(managed: ManagedProvider) -> CorpusIndex:
+    assert isinstance(managed.provider, FileCorpusProvider)
+    return managed.provider.index
+
+
 async def test_index_is_shared_between_registries_of_one_manifest(corpus: Path) -> None:
     manifest = Manifest(
         version=1,
@@ -233,10 +238,10 @@ async def test_index_is_shared_between_registries_of_one_manifest(corpus: Path) 
         ],
     )
     first, second = build_registry(manifest), build_registry(manifest)
-    indexes = {id(m.provider.index) for m in first.managed + second.managed}
+    indexes = {id(index_of(m)) for m in first.managed + second.managed}
     assert len(indexes) == 1
     other = build_registry(Manifest(version=1, providers=[FileCorpusConfig(name="a", root=corpus)]))
-    assert other.managed[0].provider.index is not first.managed[0].provider.index
+    assert index_of(other.managed[0]) is not index_of(first.managed[0])
 
 
 async def test_progress_callback(corpus: Path) -> None:

@@ -19,7 +19,7 @@ from composer.registry import ContextProviderRegistry
 from composer.turn import Branch, Instruction
 
 if TYPE_CHECKING:
-    from tests.providers.conftest import LocalServer
+    from providers.conftest import LocalServer
 
 Make = Callable[..., HttpProvider]
 
@@ -236,19 +236,19 @@ def test_origin_and_hosts_are_checked_at_load() -> None:
         ("https://api.example.com/{{ nope }}", "unknown name 'nope'"),
     ]:
         with pytest.raises(ValidationError, match=message):
-            HttpConfig(name="x", request={"url": url})  # type: ignore[arg-type]
+            HttpConfig(name="x", request={"url": url})
     with pytest.raises(ValidationError, match="not in allowed_hosts"):
         HttpConfig(
             name="x",
-            request={"url": "https://evil.example.org/", "allowed_hosts": ["*.example.com"]},  # type: ignore[arg-type]
+            request={"url": "https://evil.example.org/", "allowed_hosts": ["*.example.com"]},
         )
     ok = HttpConfig(
         name="x",
-        request={"url": "https://api.example.com/", "allowed_hosts": ["*.example.com"]},  # type: ignore[arg-type]
+        request={"url": "https://api.example.com/", "allowed_hosts": ["*.example.com"]},
     )
     assert ok.request.origin.host == "api.example.com"
     with pytest.raises(ValidationError, match="either json or body"):
-        HttpConfig(name="x", request={"url": "https://a.com/", "json": {}, "body": "x"})  # type: ignore[arg-type]
+        HttpConfig(name="x", request={"url": "https://a.com/", "json": {}, "body": "x"})
 
 
 async def test_secrets_stay_out_of_errors_logs_and_repr(
@@ -256,7 +256,7 @@ async def test_secrets_stay_out_of_errors_logs_and_repr(
 ) -> None:
     config = HttpConfig(
         name="status",
-        request={  # type: ignore[arg-type]
+        request={
             "url": f"{server.url}/status/500",
             "params": {"api_key": "query-s3cret", "q": "{{ instruction.text }}"},
             "headers": {"Authorization": "Bearer header-s3cret", "X-Api-Key": "key-s3cret"},
@@ -286,7 +286,7 @@ def test_redact_url() -> None:
 
 
 async def test_client_is_lazy_and_closed(server: LocalServer) -> None:
-    provider = HttpProvider(HttpConfig(name="x", request={"url": f"{server.url}/text"}))  # type: ignore[arg-type]
+    provider = HttpProvider(HttpConfig(name="x", request={"url": f"{server.url}/text"}))
     assert provider._client is None
     assert await ask(provider) == "plain words"
     client = provider._client
@@ -299,7 +299,7 @@ async def test_client_is_lazy_and_closed(server: LocalServer) -> None:
 async def test_injected_client_is_used_and_left_open(server: LocalServer) -> None:
     async with httpx.AsyncClient(trust_env=False) as client:
         provider = HttpProvider(
-            HttpConfig(name="x", request={"url": f"{server.url}/text"}),  # type: ignore[arg-type]
+            HttpConfig(name="x", request={"url": f"{server.url}/text"}),
             client=client,
         )
         assert await ask(provider) == "plain words"

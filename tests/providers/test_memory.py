@@ -17,7 +17,7 @@ from composer.errors import ProviderError, StoreError
 from composer.manifest import Manifest
 from composer.turn import Branch, Instruction
 
-RECORDS = [
+RECORDS: list[dict[str, Any]] = [
     {"content": "Deploys freeze on Fridays", "tags": ["policy"], "metadata": {"team": "ops"}},
     {"content": "The DEPLOY bot is called Rex", "tags": ["trivia"], "metadata": {"team": "dev"}},
     {"content": "Rollbacks need two approvals", "tags": ["policy", "rollback"], "id": "r-1"},
@@ -37,7 +37,9 @@ def memfile(tmp_path: Path) -> Path:
 
 def memory_provider(source: Any, **options: Any) -> MemoryProvider:
     manifest = Manifest(version=1, providers=[MemoryConfig(name="mem", source=source, **options)])
-    return build_registry(manifest).managed[0].provider  # type: ignore[return-value]
+    provider = build_registry(manifest).managed[0].provider
+    assert isinstance(provider, MemoryProvider)
+    return provider
 
 
 async def contents(store: Any, **query: Any) -> list[Any]:
@@ -170,9 +172,9 @@ async def test_writeback_stores_action_responses(memfile: Path) -> None:
         providers=[
             MemoryConfig(
                 name="mem",
-                source={"jsonl": memfile},  # type: ignore[arg-type]
-                query={"tags": ["tool"]},  # type: ignore[arg-type]
-                writeback={"tags": ["tool"], "metadata": {"env": "test"}},  # type: ignore[arg-type]
+                source={"jsonl": memfile},
+                query={"tags": ["tool"]},
+                writeback={"tags": ["tool"], "metadata": {"env": "test"}},
             )
         ],
     )
@@ -217,7 +219,7 @@ async def test_jsonl_store_matches_lionagi_in_memory_store(memfile: Path) -> Non
         )
     ours = JsonlMemoryStore(memfile)
     assert isinstance(ours, memory.MemoryStore)
-    queries = [
+    queries: list[dict[str, Any]] = [
         {"text": "deploy"},
         {"text": "DEPLOY", "limit": 2},
         {"tags": ["policy"]},
@@ -242,7 +244,7 @@ async def test_provider_and_writeback_on_lionagi_store() -> None:
         providers=[
             MemoryConfig(
                 name="mem",
-                query={"text": "{{ instruction.text }}"},  # type: ignore[arg-type]
+                query={"text": "{{ instruction.text }}"},
                 writeback=True,
             )
         ],
