@@ -87,13 +87,15 @@ def is_loaded() -> bool:
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` in o200k_base, as LionAGI's ``TokenCalculator.tokenize`` counts them.
 
-    Falsy text counts 0 without loading anything; an encoding error (a special token such as
-    ``<|endoftext|>`` in the text, a non-string) is contained and counts 0 (ADR D3).
+    Falsy text counts 0 without loading anything; an encoding error (a non-string) is
+    contained and counts 0 (ADR D3). Special-token text such as ``<|endoftext|>`` is counted as
+    the ordinary text a model API reads it as (``disallowed_special=()``), so it cannot pass a
+    cap or the budget as 0 tokens; lionagi 0.36 counts such text as 0.
     """
     if not text:
         return 0
     encode = encoding().encode
     try:
-        return len(encode(text))
+        return len(encode(text, disallowed_special=()))
     except Exception:
         return 0

@@ -49,11 +49,18 @@ def test_empty_text_counts_zero(text: Any) -> None:
     "text",
     ["<|endoftext|>", "<|endofprompt|>", "some text <|endoftext|> more text"],
 )
-def test_special_token_text_counts_zero(text: str) -> None:
-    """D3: an encoding error (a disallowed special token in the text) is contained and counts 0."""
+def test_special_token_text_counts_as_the_text_it_is(text: str) -> None:
+    """Special-token strings count as ordinary text, as a model API reads them, never as 0.
+
+    tiktoken refuses them by default and the error would count 0 (lionagi 0.36 does exactly
+    that), letting any amount of text through a cap or budget.
+    """
+    enc = composer.tokens.encoding()
     with pytest.raises(ValueError, match="special token"):
-        composer.tokens.encoding().encode(text)
-    assert composer.count_tokens(text) == 0
+        enc.encode(text)
+    expected = len(enc.encode(text, disallowed_special=()))
+    assert composer.count_tokens(text) == expected > 1
+    assert 199999 not in enc.encode(text, disallowed_special=())
 
 
 @pytest.mark.parametrize("value", [42, 3.5, b"bytes", object()], ids=repr)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -16,12 +16,26 @@ if TYPE_CHECKING:
 ONE = "alpha"  # 1 token
 TWO = "alpha beta"  # 2 tokens
 FIVE = " one two three four five"  # 5 tokens
-SPECIAL = "<|endoftext|>"  # an encoding error: counts 0
+UNENCODABLE = "\x00"  # the tokenizer below fails on it: counts 0
 
 
-def test_fixture_texts_have_the_token_counts_the_tests_assume() -> None:
+@pytest.fixture
+def failing_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """o200k_base, except that encoding any text with a NUL in it raises: a tokenizer error."""
+    real = composer.tokens.encoding()
+
+    class Failing:
+        def encode(self, text: str, **options: Any) -> list[int]:
+            if UNENCODABLE in text:
+                raise ValueError("tokenizer failure")
+            return real.encode(text, **options)
+
+    monkeypatch.setattr(composer.tokens, "encoding", Failing)
+
+
+def test_fixture_texts_have_the_token_counts_the_tests_assume(failing_tokenizer: None) -> None:
     """D3: tokens = count_tokens(text) with o200k_base; the fixtures below rely on these counts."""
-    assert [count_tokens(t) for t in (ONE, TWO, FIVE, SPECIAL)] == [1, 2, 5, 0]
+    assert [count_tokens(t) for t in (ONE, TWO, FIVE, UNENCODABLE)] == [1, 2, 5, 0]
 
 
 def row(name: str, text: str) -> dict[str, object]:
@@ -62,10 +76,10 @@ async def test_max_tokens_equal_to_tokens_fits(static: Callable[..., Static]) ->
 
 @pytest.mark.parametrize("cap", [-1, -100])
 async def test_negative_max_tokens_skips_any_non_empty_result(
-    static: Callable[..., Static], cap: int
+    static: Callable[..., Static], cap: int, failing_tokenizer: None
 ) -> None:
     """D3: a negative cap is truthy, so any non-empty result exceeds it, even a 0-token one."""
-    report = await gather(static, [("one", ONE, 0, cap), ("zero", SPECIAL, 0, cap)])
+    report = await gather(static, [("one", ONE, 0, cap), ("zero", UNENCODABLE, 0, cap)])
     assert report == ProviderReport(skipped=["one", "zero"])
 
 
@@ -168,20 +182,25 @@ async def test_zero_or_negative_budget_skips_positive_blocks(
     assert report == ProviderReport(skipped=["b", "a"])
 
 
-async def test_zero_budget_admits_a_zero_token_block(static: Callable[..., Static]) -> None:
+async def test_zero_budget_admits_a_zero_token_block(
+    static: Callable[..., Static], failing_tokenizer: None
+) -> None:
     """D3: tokenizer errors count 0, and a zero-token block fits a zero budget."""
-    report = await gather(static, [("special", SPECIAL, 0, None), ("word", ONE, 0, None)], budget=0)
+    registrations = [("broken", UNENCODABLE, 0, None), ("word", ONE, 0, None)]
+    report = await gather(static, registrations, budget=0)
     assert report == ProviderReport(
-        blocks=[SPECIAL],
-        fired=[{"provider_name": "special", "tokens": 0}],
+        blocks=[UNENCODABLE],
+        fired=[{"provider_name": "broken", "tokens": 0}],
         skipped=["word"],
     )
 
 
-async def test_negative_budget_skips_even_a_zero_token_block(static: Callable[..., Static]) -> None:
+async def test_negative_budget_skips_even_a_zero_token_block(
+    static: Callable[..., Static], failing_tokenizer: None
+) -> None:
     """D3: total + 0 <= -1 is false, so a negative budget admits nothing."""
-    report = await gather(static, [("special", SPECIAL, 0, None)], budget=-1)
-    assert report == ProviderReport(skipped=["special"])
+    report = await gather(static, [("broken", UNENCODABLE, 0, None)], budget=-1)
+    assert report == ProviderReport(skipped=["broken"])
 
 
 async def test_cap_skips_come_before_budget_skips(static: Callable[..., Static]) -> None:

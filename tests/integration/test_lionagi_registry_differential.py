@@ -113,8 +113,6 @@ TEXTS = st.one_of(
             "ledger " * 30,
             "日本語のテキストです。",
             "🎉🧾" * 4,
-            "<|endoftext|>",  # special token: both tokenizers contain the error and count 0
-            "refund <|endofprompt|> ledger",
             "x" * 200,
         ]
     ),
@@ -174,8 +172,27 @@ def test_lionagis_token_counts_are_composers() -> None:
     """The shared tokenizer the differential relies on (lionagi offline via the cache)."""
     from lionagi.service.token_calculator import TokenCalculator
 
-    for text in ["hello world", "日本語", "🎉🧾", "ledger " * 30, "<|endoftext|>"]:
+    for text in ["hello world", "日本語", "🎉🧾", "ledger " * 30]:
         assert TokenCalculator.tokenize(text) == composer.count_tokens(text)
+
+
+@pytest.mark.parametrize("text", ["<|endoftext|>", "refund <|endofprompt|> ledger"])
+def test_difference_special_token_text_is_counted_not_zero(text: str) -> None:
+    """4. lionagi 0.36: tiktoken refuses special-token text, the error counts 0, and the block
+    passes any cap and budget. composer counts it as the ordinary text a model API reads, so a
+    cap of 2 tokens skips it."""
+    from lionagi.service.token_calculator import TokenCalculator
+
+    assert TokenCalculator.tokenize(text) == 0
+    assert composer.count_tokens(text) > 2
+
+    def capped(kind: str) -> Any:
+        registry = REGISTRIES[kind]()
+        registry.register(Returns(text), max_tokens=2)
+        return asyncio.run(registry.gather(BRANCH, INSTRUCTION))
+
+    assert lists(capped("lionagi")) == ([text], [{"provider_name": "p", "tokens": 0}], [], [])
+    assert lists(capped("composer")) == ([], [], ["p"], [])
 
 
 # --- where lionagi departs from the ADR --------------------------------------------------
