@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from composer.catalog import ProviderTypes
+from composer.errors import ProviderError
 from composer.hooks import Closeable, Progress, WarmUp, Writeback
 from composer.manifest.models import Manifest, ProviderConfig
 from composer.plugin import BuildContext
@@ -56,10 +57,23 @@ class ManagedProvider:
         return bool(self._when.evaluate(context))
 
     async def provide(self, branch: BranchLike, instruction: InstructionLike) -> str | None:
-        """None without calling the provider when ``when`` is false (no report row, ADR D2)."""
+        """None without calling the provider when ``when`` is false (no report row, ADR D2).
+
+        The result is held to the protocol, ``str | None``: anything else raises
+        ``ProviderError`` here, inside the registry's containment, so one broken plugin is one
+        failed row instead of a turn taken down when the registry counts or renders it (which
+        ADR D2 leaves uncontained for bare registries). The value is never converted or shown.
+        """
         if not self.guard(branch, instruction):
             return None
-        return await self.provider.provide(branch, instruction)
+        result: object = await self.provider.provide(branch, instruction)
+        if result is None or type(result) is str:
+            return result
+        if isinstance(result, str):  # a subclass may override what str() or format() do
+            return str.__str__(result)
+        raise ProviderError(
+            f"provider {self.name!r} returned {type(result).__name__}, not str or None"
+        )
 
     async def warm_up(self, progress: Progress | None = None) -> Any:
         """The provider's own warm-up, if it declared one (its result, else None)."""
