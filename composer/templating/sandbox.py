@@ -1,24 +1,40 @@
 """The bounded Jinja sandbox every manifest template renders in.
 
-A manifest's templates are written by whoever writes the manifest, and they render on every
-turn with user text in their variables, so a template must not be able to reach outside its
-data or take the process down with it. This module defends against two kinds of attack:
+Threat model. Three parties put text into a render:
 
-- **Sandbox escapes.** ``ImmutableSandboxedEnvironment`` refuses underscore attributes and
-  unsafe callables (``''.__class__.__mro__``, ``cycler.__init__.__globals__``, ``str.format``
-  reaching attributes) and calls that mutate lists, dicts and sets; ``StrictUndefined`` makes a
-  missing name an error instead of an empty string; ``lipsum`` is removed. There is no loader,
-  so ``include``, ``import`` and ``extends`` have nothing to read (``templating`` also refuses
-  them by name at compile time).
-- **CPU and memory exhaustion**, which Jinja's sandbox does not bound: loops
-  (``{% for i in range(10**9) %}``), repetition (``'x' * 10**9``), integer power and product
-  (``9 ** 9 ** 9``), format (``'%999999999s' % 1``, ``'{:999999999}'.format(1)``) and the
-  growth-prone str methods and filters (``center``, ``replace``, ``join``, ``indent``,
-  ``wordwrap`` ...). Each render gets a budget (``RenderLimits``): every call, attribute lookup,
-  filter and loop iteration costs one operation against an operation count and a wall-clock
-  deadline; ``*``, ``**``, ``+`` and ``%`` refuse results over the value cap before computing
-  them; the growth-prone methods and filters are estimated before they run and measured after;
-  everything a template emits, inside ``{% set %}`` blocks and macros too, is counted.
+- **The ops team** writes manifests, hence the templates. Trusted to configure composer, but a
+  template may be a mistake or come from a compromised account, so it is treated as hostile
+  code: it is compiled and run on every turn.
+- **End users** write instructions: untrusted. Their text only ever arrives as a variable value
+  (``instruction.text``) and is never compiled, so a payload in it renders as literal text.
+- **Remote servers and files** supply the content providers render (an HTTP response's
+  ``json`` and ``text``, corpus ``hits``, memory ``item``): untrusted data, never compiled
+  either, and possibly huge or deeply nested.
+
+A template may compute on the data it is given and reach nothing else:
+
+- **No internals.** ``ImmutableSandboxedEnvironment`` refuses underscore attributes and unsafe
+  callables (``''.__class__.__mro__``, ``cycler.__init__.__globals__``, ``dict.mro``,
+  ``str.format`` reaching attributes) and calls that mutate lists, dicts and sets.
+- **No other names, templates or modules.** ``StrictUndefined`` makes a missing name an error
+  instead of an empty string; ``lipsum`` is removed; there is no loader, so ``include``,
+  ``import`` and ``extends`` have nothing to read. ``templating`` also refuses unknown names,
+  ``self`` and those tags at compile time.
+- **No live objects.** Templates see plain data only: ``templating.template_context`` and the
+  providers build dicts, lists and scalars, never the Branch or Instruction themselves, and the
+  only globals are ``range``, ``dict``, ``cycler``, ``joiner`` and ``namespace``.
+- **No unbounded time or memory**, which Jinja's sandbox does not bound beyond capping
+  ``range()`` at 100 000 items (macro recursion ends at Python's recursion limit). Each render
+  gets a budget (``RenderLimits``): every call, attribute lookup, filter and loop iteration
+  costs one operation against an operation count and a wall-clock deadline (read every 128
+  operations); ``*``, ``**``, ``+`` and ``%`` refuse results over the value cap before
+  computing them (``'x' * 10**9``, ``9 ** 9 ** 9``, ``'%999999999s' % 1``); ``str.format``
+  and the growth-prone str methods and filters (``center``, ``replace``, ``join``,
+  ``indent``, ``wordwrap`` ...) are estimated before they run; every filter's input and
+  result, every call's result and every ``namespace`` attribute are measured; everything a
+  template emits, inside ``{% set %}`` blocks and macros too, is counted. Filters and methods
+  not estimated (``batch`` with a fill value, ``slice``, ``urlize``, ``int.to_bytes``) are
+  measured only after they return.
 
 ``harden`` rewrites a parsed template so that its loops, literals and ``~`` go through the
 bounded helpers, and ``run_bounded`` runs a render under a fresh budget. A violation raises
@@ -205,9 +221,55 @@ def _materialize_first(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return args
 
 
-def _precheck_str_method(
-    method: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> tuple[Any, ...]:
+_Text = str | bytes | bytearray
+_Args = tuple[Any, ...]
+_MethodCheck = Callable[[_Text, _Args, Mapping[str, Any]], None]
+_FilterCheck = Callable[[_Args, Mapping[str, Any]], None]
+
+
+def _padding_check(method: str) -> _MethodCheck:
+    """The check of one padding method, so that a refusal names the method."""
+
+    def check(owner: _Text, args: _Args, kwargs: Mapping[str, Any]) -> None:
+        _refuse_over(max(len(owner), _width(args, kwargs, 0, "width")), f"str.{method}()")
+
+    return check
+
+
+def _check_expandtabs(owner: _Text, args: _Args, kwargs: Mapping[str, Any]) -> None:
+    tabsize = _width(args, kwargs, 0, "tabsize") or 8
+    tabs = owner.count("\t") if isinstance(owner, str) else owner.count(b"\t")
+    _refuse_over(len(owner) + tabs * tabsize, "expandtabs")
+
+
+def _check_str_replace(owner: _Text, args: _Args, kwargs: Mapping[str, Any]) -> None:
+    if len(args) >= 2:
+        _refuse_over(_replace_estimate(owner, args[0], args[1]), "str.replace()")
+
+
+def _check_str_join(owner: _Text, args: _Args, kwargs: Mapping[str, Any]) -> None:
+    if args:
+        items = args[0]
+        _refuse_over(len(owner) * len(items) + _size(items), "str.join()")
+
+
+def _check_translate(owner: _Text, args: _Args, kwargs: Mapping[str, Any]) -> None:
+    if args and isinstance(args[0], Mapping):
+        longest = max((len(v) for v in args[0].values() if isinstance(v, (str, bytes))), default=1)
+        _refuse_over(len(owner) * longest, "str.translate()")
+
+
+# The str and bytes methods whose result can outgrow their inputs, by method name.
+_STR_METHOD_CHECKS: dict[str, _MethodCheck] = {
+    **{name: _padding_check(name) for name in ("center", "ljust", "rjust", "zfill")},
+    "expandtabs": _check_expandtabs,
+    "replace": _check_str_replace,
+    "join": _check_str_join,
+    "translate": _check_translate,
+}
+
+
+def _precheck_str_method(method: Any, args: _Args, kwargs: Mapping[str, Any]) -> _Args:
     """Estimate the growth-prone methods of str and bytes before they allocate.
 
     Returns the arguments to call with (a lazy iterable given to ``join`` is materialized).
@@ -218,48 +280,66 @@ def _precheck_str_method(
     name = getattr(method, "__name__", "")
     if name == "join":
         args = _materialize_first(args)
-    size = len(owner)
-    if name in ("center", "ljust", "rjust", "zfill"):
-        _refuse_over(max(size, _width(args, kwargs, 0, "width")), f"str.{name}()")
-    elif name == "expandtabs":
-        tabsize = _width(args, kwargs, 0, "tabsize") or 8
-        tabs = owner.count("\t") if isinstance(owner, str) else owner.count(b"\t")
-        _refuse_over(size + tabs * tabsize, name)
-    elif name == "replace" and len(args) >= 2:
-        _refuse_over(_replace_estimate(owner, args[0], args[1]), "str.replace()")
-    elif name == "join" and args:
-        items = args[0]
-        _refuse_over(size * len(items) + _size(items), "str.join()")
-    elif name == "translate" and args and isinstance(args[0], Mapping):
-        longest = max((len(v) for v in args[0].values() if isinstance(v, (str, bytes))), default=1)
-        _refuse_over(size * longest, "str.translate()")
+    check = _STR_METHOD_CHECKS.get(name)
+    if check is not None:
+        check(owner, args, kwargs)
     return args
 
 
-def _precheck_filter(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+def _text_len(value: Any) -> int:
+    return len(value) if isinstance(value, (str, bytes)) else 0
+
+
+def _check_center(args: _Args, kwargs: Mapping[str, Any]) -> None:
+    _refuse_over(max(_text_len(args[0]), _width(args, kwargs, 1, "width")), "center")
+
+
+def _check_indent(args: _Args, kwargs: Mapping[str, Any]) -> None:
+    width = args[1] if len(args) > 1 else kwargs.get("width", 4)
+    pad = width if isinstance(width, int) else len(str(width))
+    lines = str(args[0]).count("\n") + 1
+    _refuse_over(_text_len(args[0]) + lines * pad, "indent")
+
+
+def _check_replace(args: _Args, kwargs: Mapping[str, Any]) -> None:
+    if len(args) >= 3:
+        _refuse_over(_replace_estimate(str(args[0]), str(args[1]), str(args[2])), "replace")
+
+
+def _check_wordwrap(args: _Args, kwargs: Mapping[str, Any]) -> None:
+    size = _text_len(args[0])
+    width = max(_width(args, kwargs, 1, "width") or 79, 1)
+    wrap = args[3] if len(args) > 3 else kwargs.get("wrapstring") or "\n"
+    _refuse_over(size + (size // width + 1) * len(str(wrap)), "wordwrap")
+
+
+def _check_format(args: _Args, kwargs: Mapping[str, Any]) -> None:
+    if isinstance(args[0], str):
+        _refuse_over(_printf_estimate(args[0], (args[1:], kwargs)), "format")
+
+
+def _check_join(args: _Args, kwargs: Mapping[str, Any]) -> None:
+    separator = args[1] if len(args) > 1 else kwargs.get("d", "")
+    _refuse_over(len(str(separator)) * len(args[0]), "join")
+
+
+# The filters whose result can outgrow their input, by filter name; each gets the filter's
+# own arguments, the value first.
+_FILTER_CHECKS: dict[str, _FilterCheck] = {
+    "center": _check_center,
+    "indent": _check_indent,
+    "replace": _check_replace,
+    "wordwrap": _check_wordwrap,
+    "format": _check_format,
+    "join": _check_join,
+}
+
+
+def _precheck_filter(name: str, args: _Args, kwargs: Mapping[str, Any]) -> None:
     """Estimate the growth-prone filters before they run (``args`` without the pass-arg)."""
-    if not args:
-        return
-    value = args[0]
-    size = len(value) if isinstance(value, (str, bytes)) else 0
-    if name == "center":
-        _refuse_over(max(size, _width(args, kwargs, 1, "width")), "center")
-    elif name == "indent":
-        width = args[1] if len(args) > 1 else kwargs.get("width", 4)
-        pad = width if isinstance(width, int) else len(str(width))
-        lines = str(value).count("\n") + 1
-        _refuse_over(size + lines * pad, "indent")
-    elif name == "replace" and len(args) >= 3:
-        _refuse_over(_replace_estimate(str(value), str(args[1]), str(args[2])), "replace")
-    elif name == "wordwrap":
-        width = max(_width(args, kwargs, 1, "width") or 79, 1)
-        wrap = args[3] if len(args) > 3 else kwargs.get("wrapstring") or "\n"
-        _refuse_over(size + (size // width + 1) * len(str(wrap)), "wordwrap")
-    elif name == "format" and isinstance(value, str):
-        _refuse_over(_printf_estimate(value, (args[1:], kwargs)), "format")
-    elif name == "join":
-        separator = args[1] if len(args) > 1 else kwargs.get("d", "")
-        _refuse_over(len(str(separator)) * len(value), "join")
+    check = _FILTER_CHECKS.get(name)
+    if check is not None and args:
+        check(args, kwargs)
 
 
 def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:

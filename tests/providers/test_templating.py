@@ -13,64 +13,146 @@ from composer.templating import (
 )
 from composer.turn import Branch, Instruction
 
-# Each is a known way out of a Jinja sandbox, or a way to exhaust memory or time.
-INJECTION_PAYLOADS = [
-    "{{ ''.__class__.__mro__ }}",
-    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
-    "{{ ''|attr('__class__') }}",
-    "{{ '{0.__class__}'.format(1) }}",
-    "{{ '{a.__class__}'.format_map({'a': 1}) }}",
-    "{{ '{0.__class__}'|attr('format')(1) }}",
-    "{{ cycler.__init__.__globals__ }}",
-    "{{ joiner.__init__.__globals__.os }}",
-    "{{ namespace.__init__.__globals__ }}",
-    "{{ lipsum.__globals__ }}",
-    "{{ self }}",
-    "{{ self._TemplateReference__context }}",
-    "{{ config }}",
-    "{{ request.application.__globals__ }}",
-    "{{ instruction.__class__ }}",
-    "{{ branch.items.__self__ }}",
-    "{{ now.__class__.__init__ }}",
-    "{{ dict.mro() }}",
-    "{{ [].pop() }}",
-    "{% include 'secrets.txt' %}",
-    "{% extends 'base.html' %}",
-    "{% import 'x' as y %}",
-    "{{ range(10**9) }}",
-    "{{ 'a' * 10**9 }}",
-    "{{ [1] * 10**9 }}",
-    "{{ 9 ** 9999999 }}",
-    "{{ '%999999999d' % 1 }}",
-    "{{ '%*d' % (10**9, 1) }}",
-    "{{ '%999999999d'|format(1) }}",
-    "{{ '{:>999999999}'.format(1) }}",
-    "{{ '{:{}}'.format(1, 10**9) }}",
-    "{{ 'a'|center(10**9) }}",
-    "{{ 'a'.center(10**9) }}",
-    "{{ 'a'.ljust(10**9) }}",
-    "{{ 'ab'|replace('', 'x' * 3000000) }}",
-    "{{ ('x' * 100000).join(range(99999)|map('string')) }}",
-    "{{ range(99999)|join('x' * 1000) }}",
-    "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
-    "{% set r = range(99999) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}",
-    "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
-    "{% endfor %}{{ ns.s|length }}",
-    "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
-    "{% endfor %}{{ ns.s|length }}",
-    "{% set ns = namespace(n=3) %}{% for i in range(64) %}{% set ns.n = ns.n * ns.n %}"
-    "{% endfor %}{{ ns.n > 0 }}",
-    "{% macro d(n) %}{% if n %}{% set x = d(n - 1) %}{{ x ~ x }}{% else %}a{% endif %}"
-    "{% endmacro %}{{ d(60)|length }}",
-    "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
-    "{% set b = 'x' * 1000000 %}{% set s %}{% for i in range(99999) %}{{ b }}{% endfor %}"
-    "{% endset %}{{ s|length }}",
-    "{% set b = 'x' * 1000000 %}{% set c = [b, b, b, b, b] %}{{ c|string|length }}",
-    "{% set s %}{% for i in range(99999) %}"
-    + "y" * 1000
-    + "{% endfor %}{% endset %}{{ s|length }}",
-    "{% for i in range(99999) %}{{ i }}{% endfor %}",
+
+def unsafe(attribute: str, owner: str) -> str:
+    """Jinja's sandbox refusing an attribute or method of ``owner``."""
+    return rf"SecurityError: access to attribute '{attribute}' of '{owner}' object is unsafe\.$"
+
+
+def unknown(name: str) -> str:
+    """The compile-time refusal of a free name outside the template's context."""
+    return rf"^unknown name '{name}' in template; available: "
+
+
+def unavailable(tag: str) -> str:
+    """The compile-time refusal of ``self`` or of loading another template."""
+    return rf"^'{tag}' is not available in manifest templates$"
+
+
+def estimated(what: str) -> str:
+    """A RenderLimits refusal made from an estimate, before the value was built."""
+    return rf"RenderLimitExceeded: template {what} would exceed \d+ characters$"
+
+
+def measured(what: str) -> str:
+    """A RenderLimits refusal of a value measured after it was built."""
+    return rf"RenderLimitExceeded: template {what} exceeds \d+ characters$"
+
+
+OPERATIONS = r"RenderLimitExceeded: template exceeded \d+ operations$"
+PRODUCED = r"RenderLimitExceeded: template produced more than \d+ characters$"
+
+# (payload, the TemplateError message it must fail with): each is a known way out of a Jinja
+# sandbox, or a way to exhaust memory or time, and the message shows which guard stopped it.
+INJECTION_PAYLOADS: list[tuple[str, str]] = [
+    # -- internals
+    ("{{ ''.__class__.__mro__ }}", unsafe("__class__", "str")),
+    ("{{ ''.__class__.__mro__[1].__subclasses__() }}", unsafe("__class__", "str")),
+    ("{{ ''|attr('__class__') }}", unsafe("__class__", "str")),
+    ("{{ '{0.__class__}'.format(1) }}", unsafe("__class__", "int")),
+    ("{{ '{a.__class__}'.format_map({'a': 1}) }}", unsafe("__class__", "int")),
+    ("{{ '{0.__class__}'|attr('format')(1) }}", unsafe("__class__", "int")),
+    ("{{ cycler.__init__.__globals__ }}", unsafe("__init__", "type")),
+    ("{{ joiner.__init__.__globals__.os }}", unsafe("__init__", "type")),
+    ("{{ namespace.__init__.__globals__ }}", unsafe("__init__", "type")),
+    ("{{ instruction.__class__ }}", unsafe("__class__", "dict")),
+    ("{{ branch.items.__self__ }}", unsafe("__self__", "builtin_function_or_method")),
+    # the refused __class__ is an undefined that refuses every further lookup
+    ("{{ now.__class__.__init__ }}", unsafe("__init__", "StrictUndefined")),
+    ("{{ dict.mro() }}", unsafe("mro", "type")),
+    ("{{ [].pop() }}", unsafe("pop", "list")),
+    # -- other names, templates and modules
+    ("{{ lipsum.__globals__ }}", unknown("lipsum")),
+    ("{{ config }}", unknown("config")),
+    ("{{ request.application.__globals__ }}", unknown("request")),
+    ("{{ self }}", unavailable("self")),
+    ("{{ self._TemplateReference__context }}", unavailable("self")),
+    ("{% include 'secrets.txt' %}", unavailable("include")),
+    ("{% extends 'base.html' %}", unavailable("extends")),
+    ("{% import 'x' as y %}", unavailable("import")),
+    # -- arithmetic and formatting
+    ("{{ range(10**9) }}", r"OverflowError: Range too big\. The sandbox blocks ranges larger than"),
+    ("{{ 'a' * 10**9 }}", estimated("repetition")),
+    ("{{ [1] * 10**9 }}", estimated("repetition")),
+    ("{{ 9 ** 9999999 }}", r"RenderLimitExceeded: integer power too large$"),
+    ("{{ '%999999999d' % 1 }}", estimated("'%' formatting")),
+    ("{{ '%*d' % (10**9, 1) }}", r"RenderLimitExceeded: '\*' widths are not allowed in templates$"),
+    ("{{ '%999999999d'|format(1) }}", estimated("format")),
+    ("{{ '{:>999999999}'.format(1) }}", estimated(r"str\.format\(\)")),
+    (
+        "{{ '{:{}}'.format(1, 10**9) }}",
+        r"RenderLimitExceeded: nested format specs are not allowed in templates$",
+    ),
+    # -- growth-prone filters
+    ("{{ 'a'|center(10**9) }}", estimated("center")),
+    ("{{ 'a'|indent(10**9) }}", estimated("indent")),
+    ("{{ 'abcde'|replace('', 'x' * 1000000) }}", estimated("replace")),
+    ("{{ ('a' * 1000)|wordwrap(1, wrapstring='x' * 10000) }}", estimated("wordwrap")),
+    ("{{ range(99999)|join('x' * 1000) }}", estimated("join")),
+    # -- growth-prone str methods
+    ("{{ 'a'.center(10**9) }}", estimated(r"str\.center\(\)")),
+    ("{{ 'a'.ljust(10**9) }}", estimated(r"str\.ljust\(\)")),
+    ("{{ 'a'.rjust(10**9) }}", estimated(r"str\.rjust\(\)")),
+    ("{{ 'a'.encode().zfill(10**9) }}", estimated(r"str\.zfill\(\)")),
+    ("{{ ('\t' * 100).expandtabs(10**5) }}", estimated("expandtabs")),
+    ("{{ 'abcde'.replace('', 'x' * 1000000) }}", estimated(r"str\.replace\(\)")),
+    ("{{ ('x' * 100000).join(range(99999)|map('string')) }}", estimated(r"str\.join\(\)")),
+    ("{{ ('a' * 1000).translate({97: 'x' * 10000}) }}", estimated(r"str\.translate\(\)")),
+    # -- loops, growth across iterations, recursion and output
+    (
+        "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+        OPERATIONS,
+    ),
+    (
+        "{% set r = range(99999) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}",
+        OPERATIONS,
+    ),
+    (
+        "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+        "{% endfor %}{{ ns.s|length }}",
+        measured("concatenation"),
+    ),
+    (
+        "{% set ns = namespace(s='a') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
+        "{% endfor %}{{ ns.s|length }}",
+        estimated("concatenation"),
+    ),
+    (
+        "{% set ns = namespace(n=3) %}{% for i in range(64) %}{% set ns.n = ns.n * ns.n %}"
+        "{% endfor %}{{ ns.n > 0 }}",
+        r"RenderLimitExceeded: integer product too large$",
+    ),
+    (
+        "{% set a = 'x' * 1000000 %}{% set ns = namespace() %}{% set ns.s = [a, a, a, a, a] %}",
+        measured("namespace attribute 's'"),
+    ),
+    (
+        "{% macro d(n) %}{% if n %}{% set x = d(n - 1) %}{{ x ~ x }}{% else %}a{% endif %}"
+        "{% endmacro %}{{ d(60)|length }}",
+        measured("concatenation"),
+    ),
+    (
+        "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+        r"RecursionError: maximum recursion depth exceeded",
+    ),
+    (
+        "{% set b = 'x' * 1000000 %}{% set s %}{% for i in range(99999) %}{{ b }}{% endfor %}"
+        "{% endset %}{{ s|length }}",
+        PRODUCED,
+    ),
+    (
+        "{% set b = 'x' * 1000000 %}{% set c = [b, b, b, b, b] %}{{ c|string|length }}",
+        measured("input of filter 'string'"),
+    ),
+    (
+        "{% set s %}{% for i in range(99999) %}"
+        + "y" * 1000
+        + "{% endfor %}{% endset %}{{ s|length }}",
+        PRODUCED,
+    ),
+    ("{% for i in range(99999) %}{{ i }}{% endfor %}", r"^rendered text exceeds \d+ characters$"),
 ]
+PAYLOADS = [payload for payload, _ in INJECTION_PAYLOADS]
 
 CONTEXT = template_context(Branch("sys", name="b"), Instruction("hello"), provider="p")
 
@@ -83,14 +165,16 @@ def test_at_least_ten_payloads() -> None:
     assert len(INJECTION_PAYLOADS) >= 10
 
 
-@pytest.mark.parametrize("payload", INJECTION_PAYLOADS)
-def test_payload_is_contained(payload: str) -> None:
-    with pytest.raises(TemplateError):
+@pytest.mark.parametrize(("payload", "expected"), INJECTION_PAYLOADS, ids=PAYLOADS)
+def test_payload_is_stopped_by_its_guard(payload: str, expected: str) -> None:
+    """Each payload fails as a TemplateError whose message names the guard that stopped it."""
+    with pytest.raises(TemplateError, match=expected):
         compile_and_render(payload)
 
 
-@pytest.mark.parametrize("payload", INJECTION_PAYLOADS)
+@pytest.mark.parametrize("payload", PAYLOADS)
 def test_payload_in_user_text_stays_literal(payload: str) -> None:
+    """User text is a variable value: a payload in it is rendered, never compiled."""
     context = template_context(Branch("sys"), Instruction(payload), provider="p")
     assert compile_template("{{ instruction.text }}").render(context) == payload
 
