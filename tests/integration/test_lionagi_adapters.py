@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from .support import LIONAGI_MISSING
@@ -17,7 +19,7 @@ from composer.templating.views import branch_memory, branch_view, instruction_vi
 LOGS = {"auto_save_on_exit": False}
 
 
-def lionagi_instruction(branch: Branch, **kwargs: object) -> object:
+def lionagi_instruction(branch: Branch, **kwargs: Any) -> object:
     """An Instruction built the way lionagi's chat builds the one it hands to providers."""
     return branch.msgs.create_instruction(**kwargs)
 

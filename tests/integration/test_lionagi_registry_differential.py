@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,11 @@ from lionagi.protocols.context_providers import ProviderReport as LionagiReport
 
 import composer
 
-REGISTRIES = {"composer": composer.ContextProviderRegistry, "lionagi": LionagiRegistry}
+# two unrelated classes, driven alike through the methods they share
+REGISTRIES: dict[str, Callable[..., Any]] = {
+    "composer": composer.ContextProviderRegistry,
+    "lionagi": LionagiRegistry,
+}
 BRANCH, INSTRUCTION = object(), object()  # the registries only pass these through
 
 
@@ -239,7 +244,9 @@ async def test_difference_truthy_non_string_is_not_contained_at_render() -> None
     with pytest.raises(TypeError):
         await composer.prepare_turn(branch, "hi")
     assert branch._context_injection_slot is None
-    assert branch.last_context_report.blocks == [42]
+    assert branch.last_context_report is not None
+    # blocks are typed list[str]; a provider breaking that is what this test is about
+    assert branch.last_context_report.blocks == [42]  # type: ignore[comparison-overlap]
 
 
 @pytest.mark.parametrize("value", [0, False, [], b"", {}, 0.0])

@@ -18,7 +18,7 @@ from .support import LIONAGI_MISSING, MODEL, SYSTEM, ProbeConfig, probe_calls, s
 
 pytest.importorskip("lionagi", reason=LIONAGI_MISSING)
 
-from lionagi.testing import scripted_imodel
+from lionagi.testing import ScriptedEndpoint, scripted_imodel
 
 import composer
 from builtin_providers.static import StaticConfig
@@ -332,6 +332,7 @@ async def test_run_gathers_into_the_streamed_request(types: Any, tmp_path: Any) 
         await model.close()
 
     assert kinds == ["Instruction", "AssistantResponse"]
+    assert isinstance(model.endpoint, ScriptedEndpoint)
     [call] = model.endpoint.calls
     [message] = call.payload["messages"]
     guidance, rest = sent_guidance(message["content"])
@@ -402,6 +403,7 @@ async def test_readme_snippet(
     report = branch.last_context_report  # what was injected, skipped or failed this turn
     # --- end of snippet ---
 
+    assert branch._log_manager is not None
     atexit.unregister(branch._log_manager.save_at_exit)  # lionagi would write ./data/logs
     await model.close()
     assert answer == "fixed answer"

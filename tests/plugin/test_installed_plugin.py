@@ -26,7 +26,8 @@ README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
 def readme_plugin_code() -> str:
     """The Python block of the README's "Writing a provider type" section."""
     section = README[README.index("### Writing a provider type") :]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    code: str = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    return code
 
 
 def distribution(root: Path, package: str, entry_points: dict[str, str], code: str) -> None:
