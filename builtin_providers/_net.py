@@ -100,16 +100,40 @@ def host_allowed(host: str, allowed: Iterable[str]) -> bool:
     return False
 
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address that the network (or the host) reaches:
+# NAT64's well-known prefix, IPv4-compatible (deprecated, still routed by some stacks) and
+# IPv4-translated (SIIT). ``ipaddress`` calls most of them global whatever they embed.
+_EMBEDS_IPV4_LOW32 = tuple(
+    ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96")
+)
+# Local-use NAT64 (RFC 8215): the operator picks where the IPv4 address sits, so none is public.
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return ip.is_global and not ip.is_multicast
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """Every IPv4 address a packet to ``ip`` may end up at (mapped, 6to4, Teredo, NAT64...)."""
+    found = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
+    if any(ip in network for network in _EMBEDS_IPV4_LOW32):
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return [inner for inner in found if inner is not None]
+
+
 def is_public(address: str) -> bool:
-    """A globally routable address, also through IPv4-mapped, 6to4 and Teredo IPv6 forms."""
+    """A globally routable address, also through every IPv6 form that embeds an IPv4 one.
+
+    An IPv6 address carrying an IPv4 address (IPv4-mapped or -compatible, 6to4, Teredo,
+    NAT64) is public only if the IPv4 address is: ``64:ff9b::a9fe:a9fe`` reaches
+    169.254.169.254 on a NAT64 network.
+    """
     ip = ipaddress.ip_address(address)
-    if not ip.is_global or ip.is_multicast:
+    if not _public(ip):
         return False
     if isinstance(ip, ipaddress.IPv6Address):
-        embedded = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
-        return all(
-            inner is None or (inner.is_global and not inner.is_multicast) for inner in embedded
-        )
+        return ip not in _LOCAL_NAT64 and all(_public(inner) for inner in _embedded_ipv4(ip))
     return True
 
 
