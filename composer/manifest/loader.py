@@ -25,7 +25,7 @@ from composer.errors import ManifestError, PluginError, SettingsError
 from composer.manifest.models import Manifest, redact
 from composer.manifest.overlay import merge_chain
 from composer.manifest.settings import VARIABLE_NAME, Variables, load_settings
-from composer.manifest.source import KeyPath, Origin, SourceStr
+from composer.manifest.source import KeyPath, Origin, Secret, SourceStr
 from composer.manifest.validation_errors import did_you_mean, translate
 from composer.manifest.yamlnodes import (
     MAX_BYTES,
@@ -197,7 +197,8 @@ class _Session:
                 self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text, used)
                 if used:
                     self.variables_of[id(node)] = used
-                return SourceStr(text, mark.file, mark.line, mark.column)
+                kind = Secret if used else SourceStr
+                return kind(text, mark.file, mark.line, mark.column)
             self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text)
             return node.value
         self.origins[keys] = Origin(mark.display, mark.line, mark.column)

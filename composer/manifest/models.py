@@ -14,19 +14,25 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import quote
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     PrivateAttr,
+    SerializationInfo,
     SerializeAsAny,
+    SerializerFunctionWrapHandler,
     create_model,
+    model_serializer,
+    model_validator,
 )
 
 from composer.hooks import Closeable
-from composer.manifest.source import KeyPath, Origin, SourceStr
+from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr
 from composer.templating import Expression
 
 if TYPE_CHECKING:
@@ -51,13 +57,63 @@ holds them equal), written twice so that the models need nothing of the runtime.
 
 
 class StrictModel(BaseModel):
-    """Base of every manifest model: unknown keys are errors; input never echoed in errors."""
+    """Base of every manifest model: unknown keys are errors; input never echoed in errors;
+    a ``Secret`` given to a field stays one (pydantic would make it a plain ``str``), so that
+    ``repr`` of the model and its serialisation show ``***`` in its place."""
 
     # coerce_numbers_to_str: a str field given ``1.10`` receives the text "1.10" (the loader's
     # numbers remember their source text), not a float turned back into "1.1".
     model_config = ConfigDict(
         extra="forbid", hide_input_in_errors=True, frozen=True, coerce_numbers_to_str=True
     )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _secrets_stay_secret(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        model = handler(data)
+        if isinstance(data, Mapping) and isinstance(model, cls):
+            for name, field in cls.model_fields.items():
+                key = field.alias or name
+                if key in data:
+                    value = getattr(model, name)
+                    kept = _keep_secrets(data[key], value)
+                    if kept is not value:
+                        object.__setattr__(model, name, kept)  # frozen: set once, here
+        return model
+
+    @model_serializer(mode="wrap")
+    def _secrets_masked(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name, field in type(self).model_fields.items():
+                key = field.alias if info.by_alias and field.alias else name
+                if key in data:
+                    data[key] = _masked(getattr(self, name), data[key])
+        return data
+
+
+def _keep_secrets(given: Any, validated: Any) -> Any:
+    """``validated`` with each string that was a ``Secret`` in ``given`` a ``Secret`` again."""
+    if isinstance(given, Secret) and type(validated) is str and validated == given:
+        return given
+    if isinstance(given, Mapping) and type(validated) is dict:
+        return {key: _keep_secrets(given.get(key), value) for key, value in validated.items()}
+    if isinstance(given, list) and type(validated) is list and len(given) == len(validated):
+        return [_keep_secrets(g, v) for g, v in zip(given, validated, strict=True)]
+    return validated
+
+
+def _masked(value: Any, dumped: Any) -> Any:
+    """``dumped`` (the serialised ``value``) with every ``Secret`` in ``value`` as ``***``."""
+    if isinstance(value, Secret):
+        return MASK
+    if isinstance(value, Mapping) and isinstance(dumped, dict):
+        return {key: _masked(value.get(key), item) for key, item in dumped.items()}
+    if isinstance(value, list | tuple) and isinstance(dumped, list) and len(value) == len(dumped):
+        return [_masked(v, d) for v, d in zip(value, dumped, strict=True)]
+    return dumped
 
 
 def _resolve_path(value: Any) -> Any:
@@ -183,14 +239,17 @@ class Manifest(StrictModel):
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` replaced by ``***``, longest first.
 
-    A secret shorter than 4 characters is masked only where it stands as a whole word, so
-    that ``TOKEN=x`` does not turn every "x" of a message into "***".
+    Case is ignored and the percent-encoded spelling is masked too, so a secret survives
+    neither a URL parser that lower-cases a host nor one that quotes a query value. A secret
+    shorter than 4 characters is masked only where it stands as a whole word, so that
+    ``TOKEN=x`` does not turn every "x" of a message into "***".
     """
-    for secret in sorted(set(secrets), key=len, reverse=True):
-        if len(secret) >= _SHORT_SECRET:
-            text = text.replace(secret, "***")
-        elif secret:
-            text = re.sub(rf"(?<![\w]){re.escape(secret)}(?![\w])", "***", text)
+    spellings = {form for secret in secrets if secret for form in (secret, quote(secret, safe=""))}
+    for secret in sorted(spellings, key=len, reverse=True):
+        pattern = re.escape(secret)
+        if len(secret) < _SHORT_SECRET:
+            pattern = rf"(?<![\w]){pattern}(?![\w])"
+        text = re.sub(pattern, MASK, text, flags=re.IGNORECASE)
     return text
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["KeyPath", "Origin", "SourceFloat", "SourceInt", "SourceStr"]
+__all__ = ["MASK", "KeyPath", "Origin", "Secret", "SourceFloat", "SourceInt", "SourceStr"]
+
+MASK = "***"
+"""What a secret is shown as."""
 
 KeyPath = tuple[str | int, ...]
 """Where a value sits in a manifest: keys and list indexes, providers addressed by name."""
@@ -33,6 +36,20 @@ class SourceStr(str):
         obj.line = line
         obj.column = column
         return obj
+
+
+class Secret(SourceStr):
+    """A manifest string that a ``${VAR}`` went into: a secret wherever it ends up.
+
+    It is the string itself where it is used (a header, a URL, a template source), but its
+    ``repr`` is ``'***'``, and the manifest models serialise it as ``***``, so printing a
+    manifest, a config or a provider, or dumping them to JSON, shows no secret. ``str()`` of it
+    is its value (paths and URLs are built with ``str()``); composer's own messages and logs
+    mask values through ``Manifest.redact``.
+    """
+
+    def __repr__(self) -> str:
+        return repr(MASK)
 
 
 class SourceInt(int):

@@ -1,0 +1,175 @@
+"""A secret sentinel is hunted in every output: reprs, dumps, errors, logs at DEBUG, the CLI.
+
+Every value a ``${VAR}`` went into is a secret. The sentinel is put into each kind of field
+of each built-in type, and into a server's answer (reason phrase and body) that echoes the
+token it was sent; nothing composer prints, logs, raises or reports may contain it, in any
+letter case or percent-encoded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import textwrap
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from localserver import serving
+
+import composer
+from composer.cli import main
+from composer.errors import ManifestError
+
+SENTINEL = "Sntl-7f3Q-Secret"
+FORMS = (SENTINEL, SENTINEL.lower(), SENTINEL.upper(), quote(SENTINEL, safe=""))
+
+
+def assert_clean(text: str, where: str = "") -> None:
+    for form in FORMS:
+        assert form not in text, f"secret ({form}) in {where}: {text[:500]}"
+    assert SENTINEL.lower() not in text.lower(), where
+
+
+class Echo(BaseHTTPRequestHandler):
+    """Answers 500 with the Authorization header echoed in the reason phrase and the body."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        token = self.headers.get("Authorization", "")
+        body = json.dumps({"error": f"bad token {token}"}).encode()
+        self.send_response(500, f"Rejected {token}")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def echo_server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    with serving(httpd):
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+@pytest.fixture
+def folder(tmp_path: Path, echo_server: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A manifest folder (base + two environments) with the sentinel in every kind of field."""
+    monkeypatch.setenv("TOKEN", SENTINEL)
+    monkeypatch.setenv("API", echo_server)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.md").write_text("# Deploy\n\nhow to deploy\n")
+    (tmp_path / "memory.jsonl").write_text('{"content": "deploy notes", "tags": ["ops"]}\n')
+    (tmp_path / "base.yaml").write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            providers:
+              - {name: rules, type: static, text: "key ${TOKEN}"}
+              - name: api
+                type: http
+                request:
+                  url: "${API}/search?k=${TOKEN}"
+                  headers: {Authorization: "Bearer ${TOKEN}"}
+                  params: {q: "{{ instruction.text }}", key: "${TOKEN}"}
+              - name: docs
+                type: file_corpus
+                root: corpus
+                query: "{{ instruction.text }} ${TOKEN}"
+              - name: notes
+                type: memory
+                source: {jsonl: memory.jsonl}
+                query: {text: "deploy", tags: ["${TOKEN}"]}
+                header: "Notes ${TOKEN}"
+            """
+        )
+    )
+    (tmp_path / "dev.yaml").write_text("extends: base.yaml\nbudget: 100\n")
+    (tmp_path / "prod.yaml").write_text("extends: base.yaml\nbudget: 2000\n")
+    return tmp_path
+
+
+def test_reprs_and_dumps_hold_no_secret(folder: Path) -> None:
+    manifest = composer.load_manifest(folder, env="dev")
+    outputs = {
+        "repr(manifest)": repr(manifest),
+        "str(manifest)": str(manifest),
+        "model_dump_json": manifest.model_dump_json(),
+        "model_dump_json(by_alias)": manifest.model_dump_json(by_alias=True),
+        "model_dump": str(manifest.model_dump()),
+        "model_dump(json)": str(manifest.model_dump(mode="json")),
+    }
+    for config in manifest.providers:
+        outputs[f"repr({config.name})"] = repr(config)
+        outputs[f"str({config.name})"] = str(config)
+    registry = composer.build_registry(manifest)
+    for managed in registry.managed:
+        outputs[f"vars(managed {managed.name})"] = repr(vars(managed))
+        outputs[f"vars({managed.name})"] = repr(vars(managed.provider))
+        outputs[f"repr({managed.name})"] = repr(managed)
+    for where, text in outputs.items():
+        assert_clean(text, where)
+    # the value itself is still there to be used
+    assert manifest.providers[0].text == "key " + SENTINEL  # type: ignore[attr-defined]
+
+
+async def test_a_turn_leaks_no_secret_into_reports_errors_or_composer_logs(
+    folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    manifest = composer.load_manifest(folder, env="prod")
+    branch = composer.Branch("sys\n")
+    registry = composer.attach(branch, manifest)
+    with caplog.at_level(logging.DEBUG):
+        turn = await composer.prepare_turn(branch, "how do I deploy")
+    await registry.aclose()
+    assert turn.report is not None
+    assert turn.report.failed == ["api"]  # the 500: its text echoed the token
+    assert_clean(repr(turn.report.failed) + repr(turn.report.skipped), "report")
+    ours = [r for r in caplog.records if r.name.startswith(("composer", "builtin_providers"))]
+    assert ours, "the failure is logged"
+    for record in ours:
+        assert_clean(record.getMessage(), f"log {record.name}")
+        if record.exc_info and record.exc_info[1] is not None:
+            assert_clean(str(record.exc_info[1]), f"exception in log {record.name}")
+
+
+def test_a_located_error_masks_a_lower_cased_secret_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOST", f"{SENTINEL}.Example.com")
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "version: 1\nproviders:\n"
+        "  - name: h\n    type: http\n"
+        "    request: {url: 'https://${HOST}/x', allowed_hosts: [other.example.com]}\n"
+    )
+    with pytest.raises(ManifestError) as caught:
+        composer.load_manifest(path)
+    assert "is not in allowed_hosts" in str(caught.value)
+    assert_clean(str(caught.value), "error")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", "{folder}", "--env", "dev"],
+        ["explain", "{folder}", "--env", "dev"],
+        ["diff", "{folder}", "--env", "dev", "--env", "prod"],
+        ["preview", "{folder}", "--env", "dev", "--instruction", "deploy"],
+        ["preview", "{folder}", "--env", "prod", "--instruction", "deploy", "--json"],
+    ],
+    ids=lambda argv: " ".join(a for a in argv if not a.startswith("{")),
+)
+def test_the_command_line_prints_no_secret(
+    folder: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    main([a.format(folder=folder) for a in argv])
+    out, err = capsys.readouterr()
+    assert out or err
+    assert_clean(out, "stdout")
+    assert_clean(err, "stderr")
