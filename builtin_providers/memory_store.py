@@ -9,14 +9,17 @@ store is LionAGI's).
 ``JsonlMemoryStore`` keeps one JSON object per line: ``content``, optional ``tags``,
 ``metadata`` and ``id``. Its search is ``InMemoryStore``'s: case-insensitive substring of
 ``str(content)``, any-of on tags, equality on metadata filters, file order, then ``limit``.
-A bad or truncated line is skipped with a warning; an append is one ``write()`` on an
-``O_APPEND`` descriptor under an exclusive ``flock``, so concurrent writers, in this process
-or another, never interleave within a line nor glue a record onto a truncated one.
+A bad or truncated line is skipped with a warning, and so is one nested deeper than
+``MAX_DEPTH``; an append is one ``write()`` on an ``O_APPEND`` descriptor under an exclusive
+``flock``, so concurrent writers, in this process or another, never interleave within a line
+nor glue a record onto a truncated one. The file is opened with ``O_NOFOLLOW`` and must be a
+regular file: a ``memory.jsonl`` replaced by a symlink is refused, never read or appended to.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -39,6 +42,7 @@ except ImportError:  # pragma: no cover - Windows: appends are still single writ
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "MAX_DEPTH",
     "JsonlMemoryStore",
     "MemoryItem",
     "MemoryQuery",
@@ -50,6 +54,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO in the file's place cannot block open()
 
 _ID_NAMESPACE = uuid.UUID("6f1d2a4e-3c1b-4f57-9a0e-8f4d6c2b7a10")
 
@@ -104,8 +112,33 @@ def matches(item: MemoryItem, query: MemoryQuery) -> bool:
     return not query.filters or all(item.metadata.get(k) == v for k, v in query.filters.items())
 
 
+MAX_DEPTH = 100
+"""Deepest nesting of lists and objects a line may have (deeper lines are skipped)."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and dicts more than ``limit`` levels (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        elif not isinstance(node, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in node)
+    return False
+
+
 def _parse_line(line: bytes) -> MemoryItem:
-    record = json.loads(line)
+    try:
+        record = json.loads(line)
+    except RecursionError:  # the C parser gives up at the interpreter's recursion limit
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+    # Only a line with more openers than the limit can be too deep: count before walking.
+    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _deeper_than(record, MAX_DEPTH):
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     if not isinstance(record, dict):
         raise ValueError("not a JSON object")
     if "content" not in record:
@@ -174,13 +207,11 @@ class JsonlMemoryStore:
         """Every well-formed item in file order (bad lines logged and skipped)."""
         with self._lock:
             try:
-                fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+                fd = self._open(os.O_RDONLY)
             except FileNotFoundError:
                 return []
             with os.fdopen(fd, "rb") as handle:
                 info = os.fstat(handle.fileno())
-                if not stat.S_ISREG(info.st_mode):
-                    raise OSError(f"memory file {self.path} is not a regular file")
                 key = (info.st_ino, info.st_size, info.st_mtime_ns)
                 if self._cache is not None and self._cache[0] == key:
                     return self._cache[1]
@@ -195,6 +226,24 @@ class JsonlMemoryStore:
             items = self._parse(data)
             self._cache = (key, items)
             return items
+
+    def _open(self, flags: int) -> int:
+        """A descriptor on the memory file itself: never through a link, never a non-file."""
+        try:
+            fd = os.open(self.path, flags | _NOFOLLOW | _NONBLOCK | _CLOEXEC, 0o600)
+        except OSError as e:
+            if e.errno != errno.ENOENT and os.path.islink(self.path):
+                raise StoreError(
+                    f"memory file {self.path} is a symlink (links are not followed)"
+                ) from None
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StoreError(f"memory file {self.path} is not a regular file")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def _parse(self, data: bytes) -> list[MemoryItem]:
         items: list[MemoryItem] = []
@@ -211,8 +260,7 @@ class JsonlMemoryStore:
 
     def _append(self, line: bytes) -> None:
         with self._lock:
-            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-            fd = os.open(self.path, flags, 0o600)
+            fd = self._open(os.O_RDWR | os.O_APPEND | os.O_CREAT)
             try:
                 if fcntl is not None:  # other writers, other processes: check and write as one
                     fcntl.flock(fd, fcntl.LOCK_EX)
