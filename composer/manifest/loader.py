@@ -12,7 +12,6 @@ whatever PyYAML or a plugin raises, leaves as one ``ManifestError`` listing ever
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from composer.manifest.yamlnodes import (
     Node,
     Scalar,
     Seq,
+    printable,
     read_yaml,
     scalar_at,
 )
@@ -114,7 +114,13 @@ class _Session:
                 cycle = " -> ".join([shown for _, shown in visited] + [next_display])
                 raise node.mark.error(f"extends cycle: {cycle}")
             if not next_file.is_file():
-                reason = "is a directory" if next_file.is_dir() else "no such file"
+                reason = (
+                    "is a directory"
+                    if next_file.is_dir()
+                    else "not a regular file"
+                    if next_file.exists()
+                    else "no such file"
+                )
                 raise node.mark.error(f'extends: cannot read "{target}": {reason}')
             display, file = next_display, next_file
 
@@ -310,15 +316,8 @@ class _Session:
 
     def redacted(self, error: ManifestError) -> ManifestError:
         """``error`` as shown: secrets masked, on one line whatever names it quotes."""
-        message = _CONTROL.sub(_escape, redact(error.message, self.secrets))
+        message = printable(redact(error.message, self.secrets))
         return ManifestError(error.path, error.line, error.column, message)
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    return repr(match.group())[1:-1]
 
 
 # --------------------------------------------------------------------------- entry point
@@ -339,12 +338,13 @@ def _select(path: str | os.PathLike[str], env: str | None) -> tuple[str, Path]:
             1,
             f"is a folder; choose an environment with --env or COMPOSER_ENV (found: {listing})",
         )
-    if not VARIABLE_NAME.fullmatch(env.replace("-", "_")) or not (file / f"{env}.yaml").is_file():
+    # exists(), not is_file(): a FIFO or a folder named <env>.yaml is reported as what it is
+    if not VARIABLE_NAME.fullmatch(env.replace("-", "_")) or not (file / f"{env}.yaml").exists():
         raise ManifestError(
             display,
             1,
             1,
-            f'no manifest for environment "{_CONTROL.sub(_escape, env)}" here (found: {listing})',
+            f'no manifest for environment "{printable(env)}" here (found: {listing})',
         )
     return os.path.join(display, f"{env}.yaml"), file / f"{env}.yaml"
 
@@ -381,7 +381,7 @@ def load_manifest(
         session = _Session(settings.variables(environ), types)
         display, file = _select(path, env or settings.env)
         manifest = _load(session, display, file)
-    except ManifestError:
+    except (ManifestError, SettingsError):  # a secret file that cannot be read is a setting
         raise
     except Exception as e:  # the loader's promise: nothing but ManifestError leaves it
         raise ManifestError(display, 1, 1, f"cannot load manifest ({type(e).__name__})") from e

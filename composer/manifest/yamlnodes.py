@@ -8,15 +8,20 @@ nodes are turned into the small ``Scalar``/``Map``/``Seq`` trees here, so that
 * duplicate keys are errors naming both lines; aliases are refused (no "billion laughs");
   nesting depth and file size are capped;
 * whatever PyYAML raises (bad bytes, control characters, syntax) leaves as a located
-  ``ManifestError``.
+  ``ManifestError``; only a regular file is opened, so a FIFO or a device cannot hang a read.
 
 It exists apart from ``loader.py`` because none of this knows what a manifest means: overlays
-(``overlay.py``) and validation (``loader.py``) work on the trees it returns.
+(``overlay.py``) and validation (``loader.py``) work on the trees it returns. The two text
+helpers every reader of these files needs live here too: ``read_regular_file`` (settings
+files go through it as well) and ``printable``, which makes names read from a file safe to
+print on a terminal.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,8 @@ __all__ = [
     "Node",
     "Scalar",
     "Seq",
+    "printable",
+    "read_regular_file",
     "read_yaml",
     "scalar_at",
 ]
@@ -120,19 +127,77 @@ def scalar_at(node: Node, key: str) -> Scalar | None:
     return None
 
 
+# --------------------------------------------------------------------------- files and text
+
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+r"""What must not reach a terminal or a log raw: C0 and C1 controls (ESC, BEL, CSI ``\x9b``),
+DEL, line separators, and the bidirectional overrides that make text read differently."""
+
+
+def printable(text: str, *, keep: str = "", json: bool = False) -> str:
+    r"""``text`` with every unsafe character (``_UNSAFE``) but those in ``keep`` escaped.
+
+    A provider or file name comes from a manifest or a folder someone else may write; printed
+    raw, an escape sequence rewrites the operator's terminal and a newline forges a log line.
+    Escapes are Python's (``\x1b``, ``\n``), or with ``json`` JSON's (``\u001b``), so that a
+    JSON document stays valid and means the same.
+    """
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        return f"\\u{ord(char):04x}" if json else repr(char)[1:-1]
+
+    return _UNSAFE.sub(escape, text)
+
+
+_KINDS = [
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+]
+
+
+def _check_regular(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        raise ValueError(f"not a regular file ({kind})")
+
+
+def read_regular_file(file: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``file`` (one more than allowed tells it is too large).
+
+    Opening a FIFO waits for a writer forever and a device never ends, so only a regular file
+    is read: its type is checked before opening (opening some devices acts) and again on the
+    descriptor, opened non-blocking, in case a FIFO took its place in between. Raises
+    ``ValueError`` for that (and for a path with a NUL byte), else the ``OSError`` of opening
+    or reading.
+    """
+    _check_regular(os.stat(file).st_mode)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    with open(os.open(file, flags), "rb") as handle:
+        _check_regular(os.fstat(handle.fileno()).st_mode)
+        return handle.read(limit + 1)
+
+
 # --------------------------------------------------------------------------- reading YAML
 
 
 def read_yaml(display: str, file: Path) -> tuple[Node, list[ManifestError]]:
     """``file`` as a located tree, with the mistakes that did not stop reading.
 
-    Fatal problems (unreadable, too large, not UTF-8, bad syntax, empty) raise.
+    Fatal problems (not a regular file, unreadable, too large, not UTF-8, bad syntax, empty)
+    raise.
     """
     try:
-        with open(file, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
+        data = read_regular_file(file, MAX_BYTES)
     except OSError as e:
         raise ManifestError(display, 1, 1, f"cannot read manifest: {e.strerror or e}") from e
+    except ValueError as e:
+        raise ManifestError(display, 1, 1, f"cannot read manifest: {e}") from e
     if len(data) > MAX_BYTES:
         raise ManifestError(display, 1, 1, f"manifest is larger than {MAX_BYTES} bytes")
     text = _decode(data, display)
