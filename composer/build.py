@@ -4,28 +4,42 @@ Every provider a manifest declares is wrapped in a ``ManagedProvider`` before it
 whatever its type and class, so what all providers share behaves the same for a built-in type
 and a third-party one: a disabled provider is never built, a false ``when`` means the provider
 is not called and leaves no row (ADR D2), and its optional hooks (``composer.hooks``) are
-looked up once, here. The registry itself is ADR-0008's, unchanged; ``ManifestRegistry`` only
-adds the lifecycle around it (``warm_up``, ``aclose``).
+looked up once, here. Every option beyond ADR-0008 (``timeout_s``, ``cache``, ``wrap`` per
+provider; the ``runtime`` section) is applied here too, and only when the manifest asks.
+``ManifestRegistry`` is the ADR registry plus the providers' lifecycle (``warm_up``,
+``aclose``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import hashlib
+import json
 from collections.abc import Callable
 from typing import Any, cast
 
+from composer.cache import MISS, ContextCache, InProcessCache
 from composer.catalog import ProviderTypes
 from composer.errors import ProviderError
-from composer.hooks import Closeable, Progress, WarmUp, Writeback
-from composer.manifest.models import Manifest, ProviderConfig
+from composer.hooks import CacheKey, Closeable, Progress, WarmUp, Writeback
+from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
+from composer.outcomes import Turn, current_turn, note
 from composer.plugin import BuildContext
 from composer.registry import (
     BranchLike,
     ContextProvider,
     ContextProviderRegistry,
+    GatherMode,
     InstructionLike,
 )
-from composer.templating import CompiledExpression, compile_expression, template_context
+from composer.templating import (
+    CompiledExpression,
+    compile_expression,
+    compile_template,
+    template_context,
+)
+from composer.templating.views import branch_view, instruction_view
 
 __all__ = [
     "ManagedProvider",
@@ -38,16 +52,33 @@ __all__ = [
 
 
 class ManagedProvider:
-    """One provider as the engine runs it: the ``when`` guard applied around ``provide``."""
+    """One provider as the engine runs it: what every provider shares, applied around it.
 
-    def __init__(self, provider: ContextProvider, config: ProviderConfig) -> None:
+    In order: the ``when`` guard (false: not called, no row), the cache (a fresh entry is
+    served without a call), the provider's own ``timeout_s``, the protocol check of what it
+    returned, then the ``wrap`` around its block. Each is off unless the manifest asks.
+    """
+
+    def __init__(
+        self,
+        provider: ContextProvider,
+        config: ProviderConfig,
+        *,
+        cache: ContextCache | None = None,
+        wrap: str | None = None,
+    ) -> None:
         self.provider = provider
         self.config = config
         self.name = config.name
         self.hooks = declared_hooks(type(provider))
+        self.cache = cache if config.cache is not None else None
         self._when: CompiledExpression | None = (
             compile_expression(config.when) if config.when else None
         )
+        self._cache_key = (
+            compile_template(config.cache.key) if config.cache and config.cache.key else None
+        )
+        self._wrap = compile_template(wrap, WRAP_NAMES) if wrap else None
 
     def guard(self, branch: BranchLike, instruction: InstructionLike) -> bool:
         """The value of ``when`` this turn (True when there is none); raises TemplateError."""
@@ -65,8 +96,31 @@ class ManagedProvider:
         ADR D2 leaves uncontained for bare registries). The value is never converted or shown.
         """
         if not self.guard(branch, instruction):
+            note(self, "guarded")
             return None
-        result: object = await self.provider.provide(branch, instruction)
+        if self.cache is None:
+            return self._wrapped(await self._call(branch, instruction))
+        key = self.key(branch, instruction)
+        hit = await self.cache.get(key)
+        if hit is not MISS:
+            note(self, "cached")
+            return self._wrapped(cast("str | None", hit))
+        result = await self._call(branch, instruction)
+        assert self.config.cache is not None
+        await self.cache.set(key, result, self.config.cache.ttl_s)
+        return self._wrapped(result)
+
+    async def _call(self, branch: BranchLike, instruction: InstructionLike) -> str | None:
+        timeout = self.config.timeout_s
+        result: object
+        if timeout is None:
+            result = await self.provider.provide(branch, instruction)
+        else:
+            try:
+                async with asyncio.timeout(timeout):
+                    result = await self.provider.provide(branch, instruction)
+            except TimeoutError as e:
+                raise TimeoutError(f"no answer within {timeout:g} s") from e
         if result is None or type(result) is str:
             return result
         if isinstance(result, str):  # a subclass may override what str() or format() do
@@ -74,6 +128,33 @@ class ManagedProvider:
         raise ProviderError(
             f"provider {self.name!r} returned {type(result).__name__}, not str or None"
         )
+
+    def key(self, branch: BranchLike, instruction: InstructionLike) -> str:
+        """This turn's cache key: the manifest's ``key`` template, else the provider's own
+        ``cache_key`` (its rendered query), else the instruction and the branch's name and
+        metadata. Hashed, so a key never holds a rendered secret in the clear."""
+        if self._cache_key is not None:
+            raw = self._cache_key.render(template_context(branch, instruction, provider=self.name))
+        elif CacheKey in self.hooks:
+            raw = cast(CacheKey, self.provider).cache_key(branch, instruction)
+        else:
+            view = branch_view(branch)
+            turn = {
+                "instruction": instruction_view(instruction),
+                "branch": {"name": view["name"], "metadata": view["metadata"]},
+            }
+            raw = json.dumps(turn, sort_keys=True, default=str)
+        return hashlib.sha256(f"{self.name}\x1f{raw}".encode()).hexdigest()
+
+    def _wrapped(self, text: str | None) -> str | None:
+        """The block inside the manifest's ``wrap``; the turn's nonce cannot appear in it."""
+        if self._wrap is None or not text:
+            return text
+        turn = current_turn()
+        nonce = turn.nonce if turn is not None else Turn().nonce
+        provider = {"name": self.name, "type": self.config.type, "priority": self.config.priority}
+        clean = text.replace(nonce, "")
+        return self._wrap.render({"provider": provider, "text": clean, "nonce": nonce})
 
     async def warm_up(self, progress: Progress | None = None) -> Any:
         """The provider's own warm-up, if it declared one (its result, else None)."""
@@ -106,19 +187,35 @@ def declared_hooks(cls: type) -> frozenset[type]:
     return frozenset(hook for hook in (Writeback, WarmUp, Closeable) if issubclass(cls, hook))
 
 
-def manage(provider: ContextProvider, config: ProviderConfig) -> ManagedProvider:
+def manage(
+    provider: ContextProvider,
+    config: ProviderConfig,
+    *,
+    cache: ContextCache | None = None,
+    wrap: str | None = None,
+) -> ManagedProvider:
     """``provider`` wrapped with what the engine owns; its hooks are looked up here."""
     cls = _ManagedWriteback if Writeback in declared_hooks(type(provider)) else ManagedProvider
-    return cls(provider, config)
+    return cls(provider, config, cache=cache, wrap=wrap)
 
 
 class ManifestRegistry(ContextProviderRegistry):
     """The ADR-0008 registry of one branch, built from a manifest, plus the providers'
-    lifecycle: ``warm_up`` ahead of the first turn and one ``aclose`` for all of them."""
+    lifecycle: ``warm_up`` ahead of the first turn and one ``aclose`` for all of them; the
+    manifest's ``runtime`` options; failure messages in outcomes masked like every output."""
 
-    def __init__(self, budget: int, managed: list[ManagedProvider]) -> None:
-        super().__init__(budget=budget)
+    def __init__(
+        self,
+        budget: int,
+        managed: list[ManagedProvider],
+        *,
+        gather: GatherMode = "sequential",
+        timeout_s: float | None = None,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
+        super().__init__(budget=budget, gather=gather, timeout_s=timeout_s)
         self.managed = managed
+        self._redact = redact
         for provider in managed:
             self.register(
                 provider,
@@ -126,6 +223,10 @@ class ManifestRegistry(ContextProviderRegistry):
                 max_tokens=provider.config.max_tokens,
                 name=provider.name,
             )
+
+    def describe_error(self, error: BaseException) -> str:
+        line = super().describe_error(error)
+        return self._redact(line) if self._redact is not None else line
 
     async def warm_up(
         self, progress: Callable[[str], Progress | None] | None = None
@@ -167,12 +268,33 @@ def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) ->
     if catalog is None:
         catalog = ProviderTypes.installed()
     context = BuildContext(manifest)
+    runtime = manifest.runtime
     managed = [
-        manage(catalog.get(config.type).factory(config, context), config)
+        manage(
+            catalog.get(config.type).factory(config, context),
+            config,
+            cache=_cache_of(config, context),
+            wrap=config.wrap or runtime.wrap,
+        )
         for config in manifest.providers
         if config.enabled
     ]
-    return ManifestRegistry(manifest.budget, managed)
+    return ManifestRegistry(
+        manifest.budget,
+        managed,
+        gather=runtime.gather,
+        timeout_s=runtime.timeout_s,
+        redact=manifest.redact,
+    )
+
+
+def _cache_of(config: ProviderConfig, context: BuildContext) -> ContextCache | None:
+    """The provider's cache, one per provider name per loaded manifest (shared by branches)."""
+    if config.cache is None:
+        return None
+    size = config.cache.max_entries
+    cache: ContextCache = context.shared(f"cache:{config.name}", lambda: InProcessCache(size))
+    return cache
 
 
 def attach(

@@ -7,7 +7,9 @@ with ``getattr`` on each call:
 * ``Writeback``: ``async writeback(branch, action_responses)``, called after tool calls (ADR D7);
 * ``WarmUp``: ``async warm_up(progress)``, slow set-up done ahead of the first turn (a corpus
   index); ``preview`` and servers call it, a turn never needs it;
-* ``Closeable``: ``async aclose()``, releases what the provider holds (an HTTP client).
+* ``Closeable``: ``async aclose()``, releases what the provider holds (an HTTP client);
+* ``CacheKey``: ``cache_key(branch, instruction)``, what makes two turns the same for this
+  provider (its rendered query or request), used when its ``cache`` names no ``key``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Closeable", "Progress", "WarmUp", "Writeback"]
+__all__ = ["CacheKey", "Closeable", "Progress", "WarmUp", "Writeback"]
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``, which a warm-up may call from any thread."""
@@ -40,3 +42,10 @@ class Closeable(Protocol):
     """Releases what the object holds; safe to call more than once."""
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class CacheKey(Protocol):
+    """The text that identifies this turn's request, e.g. the rendered query; may raise."""
+
+    def cache_key(self, branch: Any, instruction: Any) -> str: ...

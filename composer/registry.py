@@ -6,15 +6,20 @@ object with ``async provide(branch, instruction) -> str | None``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from composer.outcomes import CURRENT_TURN, Outcome, ProviderOutcome, Turn
 
 __all__ = [
     "DEFAULT_BUDGET",
     "BranchLike",
     "ContextProvider",
     "ContextProviderRegistry",
+    "GatherMode",
     "InstructionLike",
     "ProviderReport",
 ]
@@ -53,12 +58,25 @@ class ProviderReport:
     ``blocks[i]`` and ``fired[i]`` describe the same retained result, in registration order;
     ``skipped`` mixes per-provider overflow, budget exclusion and systemless turns; ``failed``
     names providers whose ``provide`` raised. Empty results leave no row anywhere.
+
+    The fields after the four lists are this project's, beyond the ADR: they have defaults,
+    take no part in ``==`` or ``repr`` (two reports with the same four lists are equal and
+    print alike, as the ADR has it; a failure's message is in ``outcomes`` only), and change
+    nothing in the lists. ``outcomes`` has one record per registered provider,
+    in registration order.
     """
 
     blocks: list[str] = field(default_factory=list)
     fired: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    turn_id: str | None = field(default=None, compare=False, repr=False)
+    budget: int | None = field(default=None, compare=False, repr=False)
+    tokens_used: int = field(default=0, compare=False, repr=False)
+    outcomes: list[ProviderOutcome] = field(default_factory=list, compare=False, repr=False)
+
+
+GatherMode = Literal["sequential", "concurrent"]
 
 
 @dataclass
@@ -69,11 +87,34 @@ class _Entry:
     name: str
 
 
-class ContextProviderRegistry:
-    """Ordered providers under a total token budget (ADR D1-D3, D7)."""
+@dataclass
+class _Call:
+    """What one provider's call gave: its result or its error, and how long it took."""
 
-    def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
+    result: Any = None
+    error: Exception | None = None
+    ms: float | None = None
+
+
+class ContextProviderRegistry:
+    """Ordered providers under a total token budget (ADR D1-D3, D7).
+
+    Beyond the ADR, and only when asked: ``gather="concurrent"`` starts every provider at
+    once (results are admitted exactly as the sequential pass would admit the same results),
+    and ``timeout_s`` bounds the whole gather (a provider still running then is cancelled and
+    counted failed, outcome ``timeout``). The defaults are the ADR's: sequential, no timeout.
+    """
+
+    def __init__(
+        self,
+        budget: int = DEFAULT_BUDGET,
+        *,
+        gather: GatherMode = "sequential",
+        timeout_s: float | None = None,
+    ) -> None:
         self.budget = budget
+        self.gather_mode: GatherMode = gather
+        self.timeout_s = timeout_s
         self._entries: list[_Entry] = []
 
     def register(
@@ -111,43 +152,145 @@ class ContextProviderRegistry:
         falsy results invisible. ADR D3: per-provider cap by truthiness, then a stable sort by
         descending priority and greedy ``total + tokens <= budget``; blocks in registration order.
         """
-        report = ProviderReport()
         if not self._entries:
-            return report
+            return ProviderReport()
 
         from composer.tokens import count_tokens  # ADR D2: an empty registry imports no tokenizer
 
-        successes: list[tuple[_Entry, str, int]] = []
-        for entry in self._entries:
-            try:
-                text = await entry.provider.provide(branch, instruction)
-            except Exception:
-                logger.warning("context provider %r raised; skipping", entry.name, exc_info=True)
+        turn = Turn()
+        token = CURRENT_TURN.set(turn)
+        try:
+            if self.gather_mode == "concurrent":
+                calls = await self._call_concurrently(branch, instruction)
+            else:
+                calls = await self._call_in_order(branch, instruction)
+        finally:
+            CURRENT_TURN.reset(token)
+
+        report = ProviderReport(turn_id=turn.id, budget=self.budget)
+        outcomes: dict[int, ProviderOutcome] = {}
+        successes: list[tuple[int, _Entry, str, int]] = []
+        for index, (entry, call) in enumerate(zip(self._entries, calls, strict=True)):
+            if call.error is not None:
                 report.failed.append(entry.name)
+                kind: Outcome = "timeout" if isinstance(call.error, TimeoutError) else "failed"
+                outcomes[index] = ProviderOutcome(
+                    entry.name, kind, None, call.ms, type(call.error).__name__,
+                    self.describe_error(call.error),
+                )  # fmt: skip
                 continue
+            text = call.result
+            noted = turn.notes.get(id(entry.provider))
             if not text:
+                quiet: Outcome = "guarded" if noted == "guarded" else "empty"
+                outcomes[index] = ProviderOutcome(entry.name, quiet, None, call.ms)
                 continue
             tokens = count_tokens(text)
             if entry.max_tokens and tokens > entry.max_tokens:
                 report.skipped.append(entry.name)
+                outcomes[index] = ProviderOutcome(entry.name, "over_max_tokens", tokens, call.ms)
                 continue
-            successes.append((entry, text, tokens))
+            successes.append((index, entry, text, tokens))
 
-        by_priority = sorted(successes, key=lambda item: item[0].priority, reverse=True)
+        by_priority = sorted(successes, key=lambda item: item[1].priority, reverse=True)
         kept: set[int] = set()
         total = 0
-        for entry, _text, tokens in by_priority:
+        for index, entry, _text, tokens in by_priority:
             if total + tokens <= self.budget:
                 total += tokens
-                kept.add(id(entry))
+                kept.add(index)
             else:
                 report.skipped.append(entry.name)
 
-        for entry, text, tokens in successes:
-            if id(entry) in kept:
+        for index, entry, text, tokens in successes:
+            ms = calls[index].ms
+            if index in kept:
                 report.blocks.append(text)
                 report.fired.append({"provider_name": entry.name, "tokens": tokens})
+                cached = turn.notes.get(id(entry.provider)) == "cached"
+                outcome: Outcome = "cached" if cached else "fired"
+                outcomes[index] = ProviderOutcome(entry.name, outcome, tokens, ms)
+            else:
+                outcomes[index] = ProviderOutcome(entry.name, "over_budget", tokens, ms)
+        report.outcomes.extend(outcomes[i] for i in range(len(self._entries)))
+        object.__setattr__(report, "tokens_used", total)  # frozen, as the ADR's report is
         return report
+
+    def describe_error(self, error: BaseException) -> str:
+        """One line naming a failure for its outcome record (a subclass masks secrets)."""
+        lines = str(error).strip().splitlines()
+        return lines[0][:300] if lines else ""
+
+    def _deadline(self) -> float | None:
+        if self.timeout_s is None:
+            return None
+        return asyncio.get_running_loop().time() + self.timeout_s
+
+    async def _call(
+        self,
+        entry: _Entry,
+        branch: BranchLike,
+        instruction: InstructionLike,
+        deadline: float | None = None,
+    ) -> _Call:
+        """One provider's call, its ``Exception`` contained and logged (ADR D2)."""
+        start = time.perf_counter()
+        try:
+            if deadline is None:
+                result = await entry.provider.provide(branch, instruction)
+            else:
+                async with asyncio.timeout_at(deadline):
+                    result = await entry.provider.provide(branch, instruction)
+        except Exception as error:
+            logger.warning("context provider %r raised; skipping", entry.name, exc_info=True)
+            return _Call(error=error, ms=(time.perf_counter() - start) * 1000)
+        return _Call(result=result, ms=(time.perf_counter() - start) * 1000)
+
+    async def _call_in_order(self, branch: BranchLike, instruction: InstructionLike) -> list[_Call]:
+        """ADR D2: one provider after another; with ``timeout_s``, within one deadline."""
+        deadline = self._deadline()
+        return [await self._call(entry, branch, instruction, deadline) for entry in self._entries]
+
+    async def _call_concurrently(
+        self, branch: BranchLike, instruction: InstructionLike
+    ) -> list[_Call]:
+        """Every provider at once; each result stays in its registration slot.
+
+        A ``BaseException`` from one provider (or this turn being cancelled) cancels the
+        others, waits for them, and propagates; no task outlives the gather. At the deadline
+        the providers still running are cancelled and recorded as timed out.
+        """
+        tasks = [
+            asyncio.ensure_future(self._call(entry, branch, instruction)) for entry in self._entries
+        ]
+        deadline = self._deadline()
+        pending = set(tasks)
+        try:
+            while pending:
+                timeout = None if deadline is None else max(0.0, deadline - _now())
+                done, pending = await asyncio.wait(
+                    pending, timeout=timeout, return_when=asyncio.FIRST_EXCEPTION
+                )
+                for task in done:
+                    if task.cancelled():
+                        raise asyncio.CancelledError  # a provider raised it (ADR D2)
+                    if (error := task.exception()) is not None:
+                        raise error
+                if not done:
+                    break  # the deadline
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        calls = []
+        for entry, task in zip(self._entries, tasks, strict=True):
+            if task.cancelled():
+                logger.warning("context provider %r timed out; skipping", entry.name)
+                calls.append(_Call(error=TimeoutError("the gather timed out"), ms=None))
+            else:
+                calls.append(task.result())
+        return calls
 
     async def gather_writeback(self, branch: BranchLike, action_responses: list[Any]) -> None:
         """Call each provider's optional ``writeback`` in order, containing failures (ADR D7)."""
@@ -161,3 +304,7 @@ class ContextProviderRegistry:
                 logger.warning(
                     "context provider %r writeback raised; skipping", entry.name, exc_info=True
                 )
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()

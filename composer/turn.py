@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from composer.outcomes import ProviderOutcome, Turn
 from composer.registry import ContextProviderRegistry, ProviderReport
 
 __all__ = ["Branch", "Instruction", "PreparedTurn", "prepare_turn", "render_guidance"]
@@ -164,7 +165,9 @@ async def prepare_turn(branch: Branch, instruction: Instruction | str) -> Prepar
     report: ProviderReport | None = None
     if registry:
         if branch.system is None:
-            report = ProviderReport(skipped=registry.names)
+            names = registry.names
+            outcomes = [ProviderOutcome(name, "not_called") for name in names]
+            report = ProviderReport(skipped=names, turn_id=Turn().id, outcomes=outcomes)
             branch._last_context_report = report
         else:
             report = await registry.gather(branch, ins)

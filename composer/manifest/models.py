@@ -33,13 +33,15 @@ from pydantic import (
 
 from composer.hooks import Closeable
 from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr
-from composer.templating import Expression
+from composer.templating import Expression, Template, template_check_exact
 
 if TYPE_CHECKING:
     from composer.catalog import ProviderTypes
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "WRAP_NAMES",
+    "CacheConfig",
     "Manifest",
     "ManifestPath",
     "ProviderConfig",
@@ -127,6 +129,29 @@ ManifestPath = Annotated[Path, BeforeValidator(_resolve_path)]
 """A filesystem path; relative paths are relative to the manifest file that holds them."""
 
 
+WRAP_NAMES = frozenset({"provider", "text", "nonce"})
+"""What a ``wrap`` template sees: the provider (name, type, priority), its text, the nonce."""
+
+WrapTemplate = Annotated[str, template_check_exact(WRAP_NAMES)]
+
+
+class CacheConfig(StrictModel):
+    """Serve a provider's result again for ``ttl_s`` seconds instead of calling it."""
+
+    ttl_s: float = Field(gt=0, le=86_400, description="How long an entry is served.")
+    key: Template | None = Field(
+        None,
+        description=(
+            "What makes two turns the same for this provider (a template). Default: the "
+            "provider's own rendered query or request where it has one, else the instruction "
+            "and the branch's name and metadata."
+        ),
+    )
+    max_entries: int = Field(
+        1024, ge=1, le=1_000_000, description="Entries kept (least recently used go first)."
+    )
+
+
 class ProviderConfig(StrictModel):
     """Fields every provider entry has; each type's model adds its own and narrows ``type``."""
 
@@ -155,10 +180,55 @@ class ProviderConfig(StrictModel):
             "returns nothing, so it leaves no row in the report."
         ),
     )
+    timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=3600,
+        description=(
+            "Beyond ADR-0008: cancel the provider after this many seconds and record it "
+            "failed (outcome `timeout`). Default: no limit (the ADR's)."
+        ),
+    )
+    cache: CacheConfig | None = Field(
+        None,
+        description=(
+            "Beyond ADR-0008: serve a fresh earlier result without calling the provider "
+            "(outcome `cached`); failures and timeouts are never cached."
+        ),
+    )
+    wrap: WrapTemplate | None = Field(
+        None,
+        description=(
+            "Beyond ADR-0008: a template around this provider's block, applied before "
+            "counting; sees `provider`, `text` and a per-turn random `nonce` (text containing "
+            "the nonce has it removed). Default: `runtime.wrap`, else the raw block."
+        ),
+    )
 
 
 class RuntimeConfig(StrictModel):
-    """Reserved for opt-in runtime features beyond ADR-0008; empty means the ADR's behaviour."""
+    """Opt-in runtime features beyond ADR-0008; left out, the behaviour is the ADR's exactly."""
+
+    gather: Literal["sequential", "concurrent"] = Field(
+        "sequential",
+        description=(
+            "`concurrent` starts every provider at once; results are admitted exactly as the "
+            "sequential pass (ADR-0008 D2) would admit them."
+        ),
+    )
+    timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=3600,
+        description=(
+            "One deadline for the whole gather: providers still running are cancelled and "
+            "recorded failed (outcome `timeout`)."
+        ),
+    )
+    wrap: WrapTemplate | None = Field(
+        None,
+        description="The default `wrap` of every provider that has none of its own.",
+    )
 
 
 class Manifest(StrictModel):
@@ -177,8 +247,7 @@ class Manifest(StrictModel):
     runtime: RuntimeConfig = Field(
         default_factory=RuntimeConfig,
         description=(
-            "Reserved for opt-in runtime features beyond ADR-0008; empty (the only value "
-            "accepted today) means the ADR's behaviour exactly."
+            "Opt-in runtime features beyond ADR-0008; left out, the behaviour is the ADR's exactly."
         ),
     )
 

@@ -51,6 +51,7 @@ __all__ = [
     "compile_template",
     "environment",
     "template_check",
+    "template_check_exact",
     "template_context",
     "template_field",
 ]
@@ -190,7 +191,14 @@ def template_check(
 ) -> AfterValidator:
     """The validator behind ``template_field``, for ``Annotated[str, template_check(...)]``
     (which type checkers accept as a field type where a computed alias is not)."""
-    names = CONTEXT_NAMES | frozenset(extra_names)
+    return template_check_exact(CONTEXT_NAMES | frozenset(extra_names), expression, url)
+
+
+def template_check_exact(
+    names: frozenset[str], expression: bool = False, url: bool = False
+) -> AfterValidator:
+    """A validator compiling the value with exactly ``names`` as its variables: for templates
+    that render outside a turn's context (a block's ``wrap`` sees provider, text and nonce)."""
 
     def check(value: str) -> str:
         try:

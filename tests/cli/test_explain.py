@@ -88,7 +88,7 @@ def test_defaults_are_marked(prod: Explained) -> None:
     assert prod[("house-rules", "enabled")] == ("true", "default")
     assert prod[("house-rules", "max_tokens")] == ("null", "default")
     assert prod[("status", "request.method")] == ('"GET"', "default")
-    assert prod[(None, "runtime")] == ("{}", "default")
+    assert prod[(None, "runtime.gather")] == ('"sequential"', "default")
     assert prod[("runbooks", "chunk_by")] == ('"heading"', "default")
 
 

@@ -1,0 +1,78 @@
+"""What became of each provider in one turn: typed outcome records and the turn's notes.
+
+ADR-0008's report has four lists and mixes reasons in ``skipped`` (P6). The registry also
+records, as fields the ADR lists never see, one ``ProviderOutcome`` per registered provider.
+Some reasons are known only around a provider (a ``when`` guard that was false, an answer
+served from a cache): the engine notes them in the running ``Turn`` (a context variable the
+registry sets while it gathers), and the registry reads the notes when it writes the records.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["Outcome", "ProviderOutcome", "Turn", "current_turn", "note"]
+
+Outcome = Literal[
+    "fired",  # admitted: its block is in the turn
+    "cached",  # admitted, served from the provider's cache without calling it
+    "empty",  # returned nothing
+    "guarded",  # its ``when`` was false: not called
+    "over_max_tokens",  # over its own cap (ADR D3): skipped whole
+    "over_budget",  # did not fit what was left of the budget (ADR D3): skipped
+    "failed",  # raised (ADR D2)
+    "timeout",  # ran out of time and was cancelled
+    "not_called",  # the branch had no system text (ADR D4)
+]
+
+
+@dataclass(frozen=True)
+class ProviderOutcome:
+    """One registered provider's part in one turn.
+
+    ``tokens`` is the count of a non-empty result (None when there was none); ``duration_ms``
+    the time its call took (None when it was not called); for ``failed`` and ``timeout``,
+    ``error_type`` and ``error`` (the first line of the message, secrets masked by the engine).
+    """
+
+    name: str
+    outcome: Outcome
+    tokens: int | None = None
+    duration_ms: float | None = None
+    error_type: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Turn:
+    """The running turn: its id, a random nonce for labelled blocks, the engine's notes."""
+
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    notes: dict[int, Outcome] = field(default_factory=dict)  # id(provider) -> outcome
+    _nonce: str | None = None
+
+    @property
+    def nonce(self) -> str:
+        """Random per turn, made on first use: nothing a provider returns can know it."""
+        if self._nonce is None:
+            self._nonce = secrets.token_hex(8)
+        return self._nonce
+
+
+CURRENT_TURN: ContextVar[Turn | None] = ContextVar("composer_turn", default=None)
+
+
+def current_turn() -> Turn | None:
+    """The turn being gathered in this task, if any."""
+    return CURRENT_TURN.get()
+
+
+def note(provider: object, outcome: Outcome) -> None:
+    """Tell the registry why ``provider`` gave what it gave this turn (guarded, cached)."""
+    turn = CURRENT_TURN.get()
+    if turn is not None:
+        turn.notes[id(provider)] = outcome
