@@ -30,6 +30,12 @@ class StaticProvider(Provider[StaticConfig]):
         super().__init__(config)
         self._template = compile_template(config.text)
 
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        """A fixed text needs no template context: it is returned as it is, every turn."""
+        if self._template.is_constant:
+            return self._template.source or None
+        return await super().provide(branch, instruction)
+
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         return self._template.render(context)
 

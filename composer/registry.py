@@ -257,40 +257,70 @@ class ContextProviderRegistry:
         """Every provider at once; each result stays in its registration slot.
 
         A ``BaseException`` from one provider (or this turn being cancelled) cancels the
-        others, waits for them, and propagates; no task outlives the gather. At the deadline
-        the providers still running are cancelled and recorded as timed out.
+        others, waits for them, and propagates from here, in the caller's task, as in the
+        sequential pass; no task outlives the gather. At the deadline the providers still
+        running are cancelled and recorded as timed out.
         """
-        tasks = [
-            asyncio.ensure_future(self._call(entry, branch, instruction)) for entry in self._entries
-        ]
-        deadline = self._deadline()
-        pending = set(tasks)
+        loop = asyncio.get_running_loop()
+        escaped: asyncio.Future[BaseException] = loop.create_future()
+        all_done: asyncio.Future[None] = loop.create_future()
+        left = len(self._entries)
+
+        def finished(_: object) -> None:
+            nonlocal left
+            left -= 1
+            if left == 0 and not all_done.done():
+                all_done.set_result(None)
+
+        tasks = []
+        for entry in self._entries:
+            task = asyncio.ensure_future(self._contained(entry, branch, instruction, escaped))
+            task.add_done_callback(finished)
+            tasks.append(task)
         try:
-            while pending:
-                timeout = None if deadline is None else max(0.0, deadline - _now())
-                done, pending = await asyncio.wait(
-                    pending, timeout=timeout, return_when=asyncio.FIRST_EXCEPTION
-                )
-                for task in done:
-                    if task.cancelled():
-                        raise asyncio.CancelledError  # a provider raised it (ADR D2)
-                    if (error := task.exception()) is not None:
-                        raise error
-                if not done:
-                    break  # the deadline
+            waiters: set[asyncio.Future[Any]] = {all_done, escaped}
+            await asyncio.wait(waiters, timeout=self.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            if escaped.done():
+                raise escaped.result()
         finally:
+            pending = [task for task in tasks if not task.done()]
             for task in pending:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+            for future in (all_done, escaped):
+                future.cancel()
         calls = []
         for entry, task in zip(self._entries, tasks, strict=True):
-            if task.cancelled():
+            result = None if task.cancelled() else task.result()
+            if isinstance(result, _Call):
+                calls.append(result)
+            else:  # cancelled at the deadline
                 logger.warning("context provider %r timed out; skipping", entry.name)
                 calls.append(_Call(error=TimeoutError("the gather timed out"), ms=None))
-            else:
-                calls.append(task.result())
         return calls
+
+    async def _contained(
+        self,
+        entry: _Entry,
+        branch: BranchLike,
+        instruction: InstructionLike,
+        escaped: asyncio.Future[BaseException],
+    ) -> _Call | None:
+        """``_call`` in its own task; a ``BaseException`` is handed to the gather to raise.
+
+        asyncio lets ``KeyboardInterrupt`` and ``SystemExit`` out of a task straight into the
+        event loop, so they are caught here and raised by the gather in the caller's task.
+        """
+        try:
+            return await self._call(entry, branch, instruction)
+        except BaseException as error:  # not an Exception: _call contains those
+            task = asyncio.current_task()
+            if isinstance(error, asyncio.CancelledError) and task and task.cancelling():
+                raise  # this task was cancelled (the deadline, or another's escape)
+            if not escaped.done():
+                escaped.set_result(error)
+            return None
 
     async def gather_writeback(self, branch: BranchLike, action_responses: list[Any]) -> None:
         """Call each provider's optional ``writeback`` in order, containing failures (ADR D7)."""
@@ -304,7 +334,3 @@ class ContextProviderRegistry:
                 logger.warning(
                     "context provider %r writeback raised; skipping", entry.name, exc_info=True
                 )
-
-
-def _now() -> float:
-    return asyncio.get_running_loop().time()

@@ -9,6 +9,7 @@ empty registry never loads it (ADR D2).
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import hashlib
 import threading
@@ -94,8 +95,24 @@ def count_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    encode = encoding().encode
+    if type(text) is str and len(text) <= _MEMO_MAX_CHARS:
+        return _count_memoised(text)
+    return _count(text)
+
+
+_MEMO_MAX_CHARS = 1 << 13
+"""Texts up to this long are remembered, 4096 of them at most (32 Mi characters at worst)."""
+
+
+def _count(text: str) -> int:
+    encode = encoding().encode  # a missing or corrupt vendored file is not a count of 0
     try:
         return len(encode(text, disallowed_special=()))
     except Exception:
         return 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _count_memoised(text: str) -> int:
+    """The same text is counted once: static blocks recur every turn, on every branch."""
+    return _count(text)

@@ -48,6 +48,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "create_connection", blocked)
     monkeypatch.setattr(socket, "getaddrinfo", blocked)
     monkeypatch.setattr(composer.tokens, "_encoding", None)
+    composer.tokens._count_memoised.cache_clear()  # so counting must load the encoding
 
 
 class Echo:

@@ -128,6 +128,7 @@ class _FakeData:
 def unloaded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forget the loaded encoding for one test; monkeypatch restores the real one after."""
     monkeypatch.setattr(composer.tokens, "_encoding", None)
+    composer.tokens._count_memoised.cache_clear()  # so counting must load the encoding
 
 
 def _serve(monkeypatch: pytest.MonkeyPatch, payload: bytes | Exception) -> None:

@@ -81,3 +81,26 @@ def branch() -> composer.Branch:
 @pytest.fixture
 def instruction() -> composer.Instruction:
     return composer.Instruction("what is up?")
+
+
+@pytest.fixture(params=["sequential", "concurrent"], autouse=True)
+def gather_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every conformance test runs twice: as the ADR's registry, and with concurrent gather.
+
+    Concurrent gather must admit and report exactly what the sequential pass does; only the
+    tests of the sequential call order itself (``sequential_only``) are left out of that run.
+    """
+    mode: str = request.param
+    if mode == "concurrent":
+        marker = request.node.get_closest_marker("sequential_only")
+        if marker is not None:
+            pytest.skip(f"sequential call order: {marker.args[0]}")
+        original = composer.ContextProviderRegistry.__init__
+
+        def concurrent_init(
+            self: composer.ContextProviderRegistry, budget: int = 2000, **options: Any
+        ) -> None:
+            original(self, budget, **{"gather": "concurrent", **options})
+
+        monkeypatch.setattr(composer.ContextProviderRegistry, "__init__", concurrent_init)
+    return mode

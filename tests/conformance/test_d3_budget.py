@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,7 +20,7 @@ UNENCODABLE = "\x00"  # the tokenizer below fails on it: counts 0
 
 
 @pytest.fixture
-def failing_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
+def failing_tokenizer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """o200k_base, except that encoding any text with a NUL in it raises: a tokenizer error."""
     real = composer.tokens.encoding()
 
@@ -31,6 +31,9 @@ def failing_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
             return real.encode(text, **options)
 
     monkeypatch.setattr(composer.tokens, "encoding", Failing)
+    composer.tokens._count_memoised.cache_clear()  # counts made with the real one
+    yield
+    composer.tokens._count_memoised.cache_clear()  # counts made with this one
 
 
 def test_fixture_texts_have_the_token_counts_the_tests_assume(failing_tokenizer: None) -> None:
