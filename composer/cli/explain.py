@@ -3,7 +3,8 @@
 ``composer explain`` and ``composer diff`` are both views over ``effective_values``: every
 leaf of the validated manifest (after ``extends``, overlays and ``${VAR}``), keyed like
 ``("providers", "status", "request", "url")``, with its origin. A value that came from a
-variable is shown as written (``Bearer ${STATUS_TOKEN}``), never as its value.
+variable is shown as written (``Bearer ${STATUS_TOKEN}``), never as its value; so is a
+provider whose name came from one (``provider ${TEAM}``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from typing import Any
 
 from composer.manifest import KeyPath, Manifest, Origin
 
-__all__ = ["Change", "Value", "diff_manifests", "effective_values", "explain_lines"]
+__all__ = [
+    "Change",
+    "Value",
+    "diff_manifests",
+    "effective_values",
+    "explain_lines",
+    "provider_name",
+]
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,7 @@ class Value:
     keys: KeyPath
     shown: str  # JSON text of the value, or the raw text with ${VAR} when it is a secret
     origin: Origin | None  # None: the model's default
+    path: str  # the keys dotted, a provider named as written: providers.${TEAM}.priority
 
     @property
     def where(self) -> str:
@@ -32,6 +41,23 @@ class Value:
 
 def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def provider_name(manifest: Manifest, name: str | int) -> str:
+    """The provider's name as shown: as written (``${TEAM}``) when a variable went into it.
+
+    Providers are addressed by their substituted name, which is the variable's value: a secret.
+    """
+    origin = manifest.origin("providers", name, "name")
+    if origin is not None and origin.is_secret and origin.raw is not None:
+        return origin.raw
+    return str(name)
+
+
+def _path(manifest: Manifest, keys: KeyPath) -> str:
+    if keys[:1] == ("providers",) and len(keys) > 1:
+        keys = ("providers", provider_name(manifest, keys[1]), *keys[2:])
+    return ".".join(str(k) for k in keys)
 
 
 def _is_scalar_list(data: Any) -> bool:
@@ -74,7 +100,7 @@ def effective_values(manifest: Manifest, *, whole_lists: bool = False) -> list[V
             shown = f"[{', '.join(items)}]"
         else:
             shown = _shown(manifest, keys, value)
-        values.append(Value(keys, shown, origin))
+        values.append(Value(keys, shown, origin, _path(manifest, keys)))
     return values
 
 
@@ -111,7 +137,8 @@ def explain_lines(manifest: Manifest) -> list[str]:
         if value.keys[:1] == ("providers",) and value.keys[1] != current:
             current = value.keys[1]
             where = manifest.origin("providers", current)
-            lines.append(f"provider {current!s}" + (f"  # {where.location}" if where else ""))
+            shown = provider_name(manifest, current)
+            lines.append(f"provider {shown}" + (f"  # {where.location}" if where else ""))
         lines.append(f"{_label(value).ljust(width)}  # {value.where}")
     return lines
 
@@ -131,14 +158,13 @@ class Change:
     after: Value | None  # None: only in the first
 
     def describe(self) -> str:
-        path = ".".join(str(k) for k in self.keys)
         if self.before is None:
             assert self.after is not None
-            return f"+ {path}: {self.after.shown}  # {self.after.where}"
+            return f"+ {self.after.path}: {self.after.shown}  # {self.after.where}"
         if self.after is None:
-            return f"- {path}: {self.before.shown}  # {self.before.where}"
+            return f"- {self.before.path}: {self.before.shown}  # {self.before.where}"
         return (
-            f"~ {path}: {self.before.shown} -> {self.after.shown}"
+            f"~ {self.before.path}: {self.before.shown} -> {self.after.shown}"
             f"  # {self.before.where} -> {self.after.where}"
         )
 
@@ -167,4 +193,5 @@ def diff_manifests(first: Manifest, second: Manifest) -> list[Change]:
 def _whole(manifest: Manifest, name: str) -> Value:
     config = next(c for c in manifest.providers if c.name == name)
     shown = f"type {config.type}, priority {config.priority}"
-    return Value(("providers", name), shown, manifest.origin("providers", name))
+    keys = ("providers", name)
+    return Value(keys, shown, manifest.origin(*keys), _path(manifest, keys))

@@ -5,7 +5,9 @@ sets ``run=<function>``, and the run function takes the parsed arguments and an 
 returns the exit code. ``main(argv)`` returns that code instead of exiting, so tests call it.
 Diagnostics go to stderr as ``file:line:col: message`` (compilers' format, so editors and CI
 annotate them); colour and tables only on a terminal and never with ``NO_COLOR`` set. Every
-line that could hold a value from a ``${VAR}`` goes through ``Manifest.redact``.
+line that could hold a value from a ``${VAR}`` goes through ``Manifest.redact``, and everything
+printed goes through ``Output``, which escapes control characters (``printable``): names come
+from files other people write, and must not drive the operator's terminal or forge log lines.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from composer.cli.schema import manifest_schema
 from composer.errors import ComposerError, ManifestError, SettingsError
 from composer.manifest import Manifest
 from composer.manifest.loader import load_manifest
+from composer.manifest.yamlnodes import printable
 
 __all__ = [
     "COMMANDS",
@@ -47,7 +50,12 @@ __all__ = [
 
 
 class Output:
-    """Where a command writes: results to ``out``, diagnostics to ``err``; rich colour on a TTY."""
+    """Where a command writes: results to ``out``, diagnostics to ``err``; rich colour on a TTY.
+
+    ``print``, ``error`` and ``warning`` write one line each: a newline or any other control
+    character in ``text`` is escaped, so a name cannot start a line of its own. ``block`` keeps
+    the newlines and tabs of a multi-line text, ``json`` writes a JSON document.
+    """
 
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
         self.out = out if out is not None else sys.stdout
@@ -55,7 +63,15 @@ class Output:
         self._colour = _wants_colour(self.err)
 
     def print(self, text: str) -> None:
-        print(text, file=self.out)
+        print(printable(text), file=self.out)
+
+    def block(self, text: str) -> None:
+        """Several lines as they are, but for control characters other than newline and tab."""
+        print(printable(text, keep="\n\t"), file=self.out)
+
+    def json(self, text: str) -> None:
+        """A JSON document; characters its encoder leaves raw (DEL, C1, bidi) as ``\\u`` escapes."""
+        print(printable(text, keep="\n", json=True), file=self.out)
 
     @property
     def colour(self) -> bool:
@@ -74,6 +90,7 @@ class Output:
         self._diagnostic(text, "yellow")
 
     def _diagnostic(self, text: str, style: str) -> None:
+        text = printable(text)
         if self._colour:
             try:
                 from rich.console import Console  # only paid for on a terminal
@@ -189,7 +206,7 @@ def run_preview_command(args: argparse.Namespace, output: Output) -> int:
     preview.default_system = system == DEFAULT_SYSTEM and args.system is None
     if args.json:
         document = PreviewDocument.of(preview, manifest=shown, env=args.env, redact=manifest.redact)
-        output.print(document.model_dump_json(indent=2))
+        output.json(document.model_dump_json(indent=2))
     else:
         _print_preview(preview, shown, args.env, manifest, output)
     return 1 if args.strict and preview.report.failed else 0
@@ -240,7 +257,7 @@ def _progress_factory(output: Output) -> Callable[[str], Callable[[int, int], No
 
         def report(done: int, total: int) -> None:
             if done == total and time.perf_counter() - started > 1:
-                print(f"composer: indexed {name}: {total} files", file=output.err)
+                print(printable(f"composer: indexed {name}: {total} files"), file=output.err)
 
         return report
 
@@ -251,7 +268,7 @@ class _TerminalProgress:
     """A one-line ``indexing NAME: done/total`` counter, redrawn in place on stderr."""
 
     def __init__(self, name: str, stream: TextIO) -> None:
-        self.name = name
+        self.name = printable(name)
         self.stream = stream
         self.started = time.perf_counter()
 
@@ -286,7 +303,7 @@ def _print_preview(
     preview: Preview, shown: str, env: str | None, manifest: Manifest, output: Output
 ) -> None:
     redact = manifest.redact
-    rows = [[redact(cell) for cell in _row_cells(row)] for row in preview.rows]
+    rows = [[printable(redact(cell)) for cell in _row_cells(row)] for row in preview.rows]
     output.print(f"manifest: {shown}" + (f" (env {env})" if env else ""))
     output.print(f"instruction: {_quoted(redact(preview.instruction))}")
     if preview.system is None:
@@ -311,7 +328,7 @@ def _print_preview(
     output.print(f"budget: {preview.used} of {preview.budget} tokens used")
     output.print("")
     output.print("----- model-visible guidance: system + injected blocks + guidance -----")
-    output.print(redact(preview.guidance or ""))
+    output.block(redact(preview.guidance or ""))
     output.print("----- end -----")
 
 
@@ -459,7 +476,7 @@ def run_schema(args: argparse.Namespace, output: Output) -> int:
     except ComposerError as e:
         output.error(f"composer: {e}")
         return 1
-    output.print(json.dumps(schema, indent=2))
+    output.json(json.dumps(schema, indent=2))
     return 0
 
 
