@@ -30,6 +30,12 @@ class StaticProvider(Provider[StaticConfig]):
         super().__init__(config)
         self._template = compile_template(config.text)
 
+    def constant_text(self) -> str | None:
+        """A text without template syntax is the same every turn (the engine reuses it)."""
+        if not self._template.is_constant:
+            return None
+        return self._template.source or None
+
     async def provide(self, branch: Any, instruction: Any) -> str | None:
         """A fixed text needs no template context: it is returned as it is, every turn."""
         if self._template.is_constant:

@@ -22,7 +22,7 @@ from typing import Any, cast
 from composer.cache import MISS, ContextCache, InProcessCache
 from composer.catalog import ProviderTypes
 from composer.errors import ProviderError
-from composer.hooks import CacheKey, Closeable, Progress, WarmUp, Writeback
+from composer.hooks import CacheKey, Closeable, Constant, Progress, WarmUp, Writeback
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
 from composer.outcomes import Turn, current_turn, note
 from composer.plugin import BuildContext
@@ -79,6 +79,10 @@ class ManagedProvider:
             compile_template(config.cache.key) if config.cache and config.cache.key else None
         )
         self._wrap = compile_template(wrap, WRAP_NAMES) if wrap else None
+        self._plain = self.cache is None and self._wrap is None and config.timeout_s is None
+        self._constant = (
+            cast(Constant, provider).constant_text() if Constant in self.hooks else None
+        )
 
     def guard(self, branch: BranchLike, instruction: InstructionLike) -> bool:
         """The value of ``when`` this turn (True when there is none); raises TemplateError."""
@@ -95,9 +99,17 @@ class ManagedProvider:
         failed row instead of a turn taken down when the registry counts or renders it (which
         ADR D2 leaves uncontained for bare registries). The value is never converted or shown.
         """
-        if not self.guard(branch, instruction):
+        if self._when is not None and not self.guard(branch, instruction):
             note(self, "guarded")
             return None
+        if self._plain:  # no option applies: the provider's own answer, checked
+            constant = self._constant
+            if constant is not None:  # kept as given: a Secret stays masked in reprs
+                return constant if type(constant) is str else str.__str__(constant)
+            result: object = await self.provider.provide(branch, instruction)
+            if result is None or type(result) is str:
+                return result
+            return self._checked(result)
         if self.cache is None:
             return self._wrapped(await self._call(branch, instruction))
         key = self.key(branch, instruction)
@@ -123,7 +135,12 @@ class ManagedProvider:
                 raise TimeoutError(f"no answer within {timeout:g} s") from e
         if result is None or type(result) is str:
             return result
-        if isinstance(result, str):  # a subclass may override what str() or format() do
+        return self._checked(result)
+
+    def _checked(self, result: object) -> str:
+        """A result that is not exactly ``str | None``: a subclass of str becomes a plain str
+        (it may override what str() or format() do); anything else is this provider's failure."""
+        if isinstance(result, str):
             return str.__str__(result)
         raise ProviderError(
             f"provider {self.name!r} returned {type(result).__name__}, not str or None"
@@ -184,7 +201,8 @@ def declared_hooks(cls: type) -> frozenset[type]:
     Hooks are methods of the class, so this is answered once per class rather than once per
     branch (a Protocol check is slow, and attach runs for every conversation).
     """
-    return frozenset(hook for hook in (Writeback, WarmUp, Closeable) if issubclass(cls, hook))
+    hooks = (Writeback, WarmUp, Closeable, CacheKey, Constant)
+    return frozenset(hook for hook in hooks if issubclass(cls, hook))
 
 
 def manage(

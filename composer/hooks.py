@@ -9,7 +9,9 @@ with ``getattr`` on each call:
   index); ``preview`` and servers call it, a turn never needs it;
 * ``Closeable``: ``async aclose()``, releases what the provider holds (an HTTP client);
 * ``CacheKey``: ``cache_key(branch, instruction)``, what makes two turns the same for this
-  provider (its rendered query or request), used when its ``cache`` names no ``key``.
+  provider (its rendered query or request), used when its ``cache`` names no ``key``;
+* ``Constant``: ``constant_text()``, the text the provider gives every turn when it never
+  depends on the turn (None when it does), so the engine need not call it each time.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["CacheKey", "Closeable", "Progress", "WarmUp", "Writeback"]
+__all__ = ["CacheKey", "Closeable", "Constant", "Progress", "WarmUp", "Writeback"]
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``, which a warm-up may call from any thread."""
@@ -49,3 +51,10 @@ class CacheKey(Protocol):
     """The text that identifies this turn's request, e.g. the rendered query; may raise."""
 
     def cache_key(self, branch: Any, instruction: Any) -> str: ...
+
+
+@runtime_checkable
+class Constant(Protocol):
+    """The provider's answer when it is the same on every turn, else None."""
+
+    def constant_text(self) -> str | None: ...

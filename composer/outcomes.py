@@ -9,11 +9,11 @@ registry sets while it gathers), and the registry reads the notes when it writes
 
 from __future__ import annotations
 
+import itertools
+import os
 import secrets
-import uuid
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 __all__ = ["Outcome", "ProviderOutcome", "Turn", "current_turn", "note"]
 
@@ -30,8 +30,7 @@ Outcome = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class ProviderOutcome:
+class ProviderOutcome(NamedTuple):
     """One registered provider's part in one turn.
 
     ``tokens`` is the count of a non-empty result (None when there was none); ``duration_ms``
@@ -47,13 +46,15 @@ class ProviderOutcome:
     error: str | None = None
 
 
-@dataclass
 class Turn:
     """The running turn: its id, a random nonce for labelled blocks, the engine's notes."""
 
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    notes: dict[int, Outcome] = field(default_factory=dict)  # id(provider) -> outcome
-    _nonce: str | None = None
+    __slots__ = ("_nonce", "id", "notes")
+
+    def __init__(self) -> None:
+        self.id = f"{_PROCESS}{next(_TURNS):016x}"
+        self.notes: dict[int, Outcome] = {}  # id(provider) -> outcome
+        self._nonce: str | None = None
 
     @property
     def nonce(self) -> str:
@@ -62,6 +63,9 @@ class Turn:
             self._nonce = secrets.token_hex(8)
         return self._nonce
 
+
+_PROCESS = os.urandom(8).hex()  # turn ids: unique across processes, cheap within one
+_TURNS = itertools.count(1)
 
 CURRENT_TURN: ContextVar[Turn | None] = ContextVar("composer_turn", default=None)
 

@@ -10,9 +10,10 @@ through the ``composer.providers`` entry-point group::
 
 What every provider shares is the engine's (``composer.build``), applied around whatever the
 factory returns, whatever class it derives from: ``enabled`` and ``when`` today, and each
-option added later to every provider. A provider only produces its text. It may also declare
-the optional hooks ``writeback`` (ADR D7), ``warm_up`` and ``aclose`` (``Writeback``,
-``WarmUp``, ``Closeable``); the engine checks for them once, when it wraps the provider.
+option added later to every provider (``timeout_s``, ``cache``, ``wrap``). A provider only
+produces its text. It may also declare the optional hooks of ``composer.hooks``:
+``writeback`` (ADR D7), ``warm_up``, ``aclose``, ``cache_key`` and ``constant_text``; the
+engine looks for them once per provider class, when it wraps the provider.
 
 ``Provider`` is an optional base class: it keeps the config and name and hands ``produce`` the
 turn's template context. The built-in types (``builtin_providers``) import nothing of composer
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from composer.errors import ProviderError, StoreError, TemplateError
-from composer.hooks import Closeable, Progress, WarmUp, Writeback
+from composer.hooks import CacheKey, Closeable, Constant, Progress, WarmUp, Writeback
 from composer.manifest.models import Manifest, ManifestPath, ProviderConfig, StrictModel, redact
 from composer.registry import BranchLike, ContextProvider, InstructionLike
 from composer.templating import (
@@ -50,9 +51,11 @@ __all__ = [
     "CONTEXT_NAMES",
     "BranchLike",
     "BuildContext",
+    "CacheKey",
     "Closeable",
     "CompiledExpression",
     "CompiledTemplate",
+    "Constant",
     "ContextProvider",
     "Expression",
     "InstructionLike",

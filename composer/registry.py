@@ -7,10 +7,12 @@ object with ``async provide(branch, instruction) -> str | None``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from composer.outcomes import CURRENT_TURN, Outcome, ProviderOutcome, Turn
 
@@ -87,13 +89,11 @@ class _Entry:
     name: str
 
 
-@dataclass
-class _Call:
-    """What one provider's call gave: its result or its error, and how long it took."""
+_outcome = functools.partial(tuple.__new__, ProviderOutcome)
+"""``ProviderOutcome`` from a full tuple of its fields, without NamedTuple's keyword layer."""
 
-    result: Any = None
-    error: Exception | None = None
-    ms: float | None = None
+_Call = tuple[Any, Exception | None, float | None]
+"""What one provider's call gave: ``(result, error, milliseconds)``; ms is None if not run."""
 
 
 class ContextProviderRegistry:
@@ -155,7 +155,7 @@ class ContextProviderRegistry:
         if not self._entries:
             return ProviderReport()
 
-        from composer.tokens import count_tokens  # ADR D2: an empty registry imports no tokenizer
+        count_tokens = _count_tokens()
 
         turn = Turn()
         token = CURRENT_TURN.set(turn)
@@ -167,28 +167,32 @@ class ContextProviderRegistry:
         finally:
             CURRENT_TURN.reset(token)
 
-        report = ProviderReport(turn_id=turn.id, budget=self.budget)
-        outcomes: dict[int, ProviderOutcome] = {}
+        blocks: list[str] = []
+        fired: list[dict[str, Any]] = []
+        skipped: list[str] = []
+        failed: list[str] = []
+        notes = turn.notes  # empty unless the engine noted a guard or a cache hit
+        outcomes: list[ProviderOutcome | None] = [None] * len(calls)
         successes: list[tuple[int, _Entry, str, int]] = []
-        for index, (entry, call) in enumerate(zip(self._entries, calls, strict=True)):
-            if call.error is not None:
-                report.failed.append(entry.name)
-                kind: Outcome = "timeout" if isinstance(call.error, TimeoutError) else "failed"
-                outcomes[index] = ProviderOutcome(
-                    entry.name, kind, None, call.ms, type(call.error).__name__,
-                    self.describe_error(call.error),
-                )  # fmt: skip
+        for index, entry in enumerate(self._entries):
+            text, error, ms = calls[index]
+            if error is not None:
+                failed.append(entry.name)
+                kind: Outcome = "timeout" if isinstance(error, TimeoutError) else "failed"
+                outcomes[index] = _outcome(
+                    (entry.name, kind, None, ms, type(error).__name__, self.describe_error(error))
+                )
                 continue
-            text = call.result
-            noted = turn.notes.get(id(entry.provider))
             if not text:
-                quiet: Outcome = "guarded" if noted == "guarded" else "empty"
-                outcomes[index] = ProviderOutcome(entry.name, quiet, None, call.ms)
+                guarded = notes and notes.get(id(entry.provider)) == "guarded"
+                outcomes[index] = _outcome(
+                    (entry.name, "guarded" if guarded else "empty", None, ms, None, None)
+                )
                 continue
             tokens = count_tokens(text)
             if entry.max_tokens and tokens > entry.max_tokens:
-                report.skipped.append(entry.name)
-                outcomes[index] = ProviderOutcome(entry.name, "over_max_tokens", tokens, call.ms)
+                skipped.append(entry.name)
+                outcomes[index] = _outcome((entry.name, "over_max_tokens", tokens, ms, None, None))
                 continue
             successes.append((index, entry, text, tokens))
 
@@ -200,31 +204,26 @@ class ContextProviderRegistry:
                 total += tokens
                 kept.add(index)
             else:
-                report.skipped.append(entry.name)
+                skipped.append(entry.name)
 
         for index, entry, text, tokens in successes:
-            ms = calls[index].ms
+            ms = calls[index][2]
             if index in kept:
-                report.blocks.append(text)
-                report.fired.append({"provider_name": entry.name, "tokens": tokens})
-                cached = turn.notes.get(id(entry.provider)) == "cached"
+                blocks.append(text)
+                fired.append({"provider_name": entry.name, "tokens": tokens})
+                cached = notes and notes.get(id(entry.provider)) == "cached"
                 outcome: Outcome = "cached" if cached else "fired"
-                outcomes[index] = ProviderOutcome(entry.name, outcome, tokens, ms)
+                outcomes[index] = _outcome((entry.name, outcome, tokens, ms, None, None))
             else:
-                outcomes[index] = ProviderOutcome(entry.name, "over_budget", tokens, ms)
-        report.outcomes.extend(outcomes[i] for i in range(len(self._entries)))
-        object.__setattr__(report, "tokens_used", total)  # frozen, as the ADR's report is
-        return report
+                outcomes[index] = _outcome((entry.name, "over_budget", tokens, ms, None, None))
+        return ProviderReport(
+            blocks, fired, skipped, failed, turn.id, self.budget, total, cast(Any, outcomes)
+        )
 
     def describe_error(self, error: BaseException) -> str:
         """One line naming a failure for its outcome record (a subclass masks secrets)."""
         lines = str(error).strip().splitlines()
         return lines[0][:300] if lines else ""
-
-    def _deadline(self) -> float | None:
-        if self.timeout_s is None:
-            return None
-        return asyncio.get_running_loop().time() + self.timeout_s
 
     async def _call(
         self,
@@ -243,13 +242,26 @@ class ContextProviderRegistry:
                     result = await entry.provider.provide(branch, instruction)
         except Exception as error:
             logger.warning("context provider %r raised; skipping", entry.name, exc_info=True)
-            return _Call(error=error, ms=(time.perf_counter() - start) * 1000)
-        return _Call(result=result, ms=(time.perf_counter() - start) * 1000)
+            return None, error, (time.perf_counter() - start) * 1000
+        return result, None, (time.perf_counter() - start) * 1000
 
     async def _call_in_order(self, branch: BranchLike, instruction: InstructionLike) -> list[_Call]:
         """ADR D2: one provider after another; with ``timeout_s``, within one deadline."""
-        deadline = self._deadline()
-        return [await self._call(entry, branch, instruction, deadline) for entry in self._entries]
+        if self.timeout_s is not None:
+            deadline = asyncio.get_running_loop().time() + self.timeout_s
+            return [await self._call(e, branch, instruction, deadline) for e in self._entries]
+        calls: list[_Call] = []
+        clock = time.perf_counter
+        for entry in self._entries:  # the common case, inlined: no coroutine per provider
+            start = clock()
+            try:
+                result = await entry.provider.provide(branch, instruction)
+            except Exception as error:
+                logger.warning("context provider %r raised; skipping", entry.name, exc_info=True)
+                calls.append((None, error, (clock() - start) * 1000))
+                continue
+            calls.append((result, None, (clock() - start) * 1000))
+        return calls
 
     async def _call_concurrently(
         self, branch: BranchLike, instruction: InstructionLike
@@ -293,11 +305,11 @@ class ContextProviderRegistry:
         calls = []
         for entry, task in zip(self._entries, tasks, strict=True):
             result = None if task.cancelled() else task.result()
-            if isinstance(result, _Call):
+            if result is not None:
                 calls.append(result)
             else:  # cancelled at the deadline
                 logger.warning("context provider %r timed out; skipping", entry.name)
-                calls.append(_Call(error=TimeoutError("the gather timed out"), ms=None))
+                calls.append((None, TimeoutError("the gather timed out"), None))
         return calls
 
     async def _contained(
@@ -334,3 +346,17 @@ class ContextProviderRegistry:
                 logger.warning(
                     "context provider %r writeback raised; skipping", entry.name, exc_info=True
                 )
+
+
+def _count_tokens() -> Callable[[str], int]:
+    """The tokenizer's counter, imported on the first non-empty gather (ADR D2: an empty
+    registry imports no tokenizer), then kept."""
+    global _COUNT_TOKENS
+    if _COUNT_TOKENS is None:
+        from composer.tokens import count_tokens
+
+        _COUNT_TOKENS = count_tokens
+    return _COUNT_TOKENS
+
+
+_COUNT_TOKENS: Callable[[str], int] | None = None

@@ -25,6 +25,8 @@ EXPECTED_PLUGIN_API = {
     "BranchLike",
     "BuildContext",
     "CONTEXT_NAMES",
+    "CacheKey",
+    "Constant",
     "Closeable",
     "CompiledExpression",
     "CompiledTemplate",
