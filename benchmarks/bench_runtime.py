@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import sys
@@ -152,15 +153,15 @@ async def statics(folder: Path, quick: bool) -> None:
         )
         manifest = manifest_of(folder, f"version: 1\nbudget: 100000\nproviders:\n{body}\n")
         ours = composer.build_registry(manifest)
-        theirs = LionagiRegistry(budget=100000)
+        theirs: Any = LionagiRegistry(budget=100000)  # takes lionagi's own Branch type
         for m in ours.managed:
             theirs.register(m.provider, priority=m.config.priority, name=m.name)
         floor = Floor([m.provider for m in ours.managed])
         branch, instruction = composer.Branch("s"), composer.Instruction("q")
         rounds = max(20, (200 if quick else 2000) // count)
-        a = await per_gather_us(lambda: ours.gather(branch, instruction), rounds)
-        b = await per_gather_us(lambda: theirs.gather(branch, instruction), rounds)
-        c = await per_gather_us(lambda: floor.gather(branch, instruction), rounds)
+        a = await per_gather_us(functools.partial(ours.gather, branch, instruction), rounds)
+        b = await per_gather_us(functools.partial(theirs.gather, branch, instruction), rounds)
+        c = await per_gather_us(functools.partial(floor.gather, branch, instruction), rounds)
         print(f"{count:>6}{a:>12.1f}{b:>12.1f}{c:>10.1f}{a / b:>11.2f}x{a / c:>9.2f}x")
 
 
