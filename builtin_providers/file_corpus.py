@@ -24,10 +24,10 @@ from typing import Annotated, Any, Literal
 import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN_PLUS
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from builtin_providers._chunking import ChunkBy, Passage, split_passages
-from builtin_providers._confined import ConfinedReader, GlobSet, SkipFile, WalkStats
+from builtin_providers._confined import ConfinedReader, Glob, GlobSet, SkipFile, WalkStats
 from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
@@ -125,11 +125,24 @@ class FileCorpusConfig(ProviderConfig):
     max_total_bytes: int = Field(
         default=64 << 20, ge=1, description="Stop reading after this much."
     )
+    allow_hard_links: bool = Field(
+        default=False,
+        description="Index files that have more than one name (hard links). Off by default: "
+        "a hard link in root can be a file from outside it.",
+    )
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _valid_globs(cls, patterns: list[str]) -> list[str]:
+        """A glob that cannot work is a load error, not a crash or a hang while indexing."""
+        for pattern in patterns:
+            Glob(pattern)
+        return patterns
 
     def index_key(self) -> str:
         """Providers with equal corpus settings share one index."""
         fields = ("include", "exclude", "chunk_by", "chunk_tokens", "refresh_s")
-        caps = ("max_files", "max_file_bytes", "max_total_bytes")
+        caps = ("max_files", "max_file_bytes", "max_total_bytes", "allow_hard_links")
         values = [str(self.root), *(getattr(self, f) for f in fields + caps)]
         return "file_corpus:" + json.dumps(values)
 
@@ -170,7 +183,9 @@ class CorpusIndex:
 
     def _reader(self) -> ConfinedReader:
         try:
-            return ConfinedReader(Path(self.config.root))
+            return ConfinedReader(
+                Path(self.config.root), allow_hard_links=self.config.allow_hard_links
+            )
         except OSError as e:
             raise ProviderError(f"corpus root {self.config.root}: {e.strerror or e}") from e
 
