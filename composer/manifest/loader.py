@@ -94,9 +94,8 @@ class _Session:
         trees: list[Map] = []
         visited: list[tuple[Path, str]] = []
         while True:
-            resolved = file.resolve()
-            visited.append((resolved, display))
-            tree = self.read(display, file)
+            tree = self.read(display, file)  # first: it reports a path that cannot be read
+            visited.append((file.resolve(), display))
             trees.append(tree)
             entry = tree.items.get("extends")
             if entry is None:
@@ -110,17 +109,15 @@ class _Session:
                 target if step.is_absolute() else os.path.join(os.path.dirname(display), target)
             )
             next_file = step if step.is_absolute() else file.parent / step
-            if any(seen == next_file.resolve() for seen, _ in visited):
+            try:
+                looped = any(seen == next_file.resolve() for seen, _ in visited)
+                reason = _unusable(next_file)
+            except (OSError, ValueError) as e:  # a name too long, a NUL byte, a lone surrogate
+                looped, reason = False, getattr(e, "strerror", None) or str(e)
+            if looped:
                 cycle = " -> ".join([shown for _, shown in visited] + [next_display])
                 raise node.mark.error(f"extends cycle: {cycle}")
-            if not next_file.is_file():
-                reason = (
-                    "is a directory"
-                    if next_file.is_dir()
-                    else "not a regular file"
-                    if next_file.exists()
-                    else "no such file"
-                )
+            if reason is not None:
                 raise node.mark.error(f'extends: cannot read "{target}": {reason}')
             display, file = next_display, next_file
 
@@ -320,6 +317,15 @@ class _Session:
         return ManifestError(error.path, error.line, error.column, message)
 
 
+def _unusable(file: Path) -> str | None:
+    """Why ``file`` cannot be a manifest, or None when it is a regular file."""
+    if file.is_file():
+        return None
+    if file.is_dir():
+        return "is a directory"
+    return "not a regular file" if file.exists() else "no such file"
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -327,7 +333,11 @@ def _select(path: str | os.PathLike[str], env: str | None) -> tuple[str, Path]:
     """The file to load: ``path`` itself, or ``<path>/<env>.yaml`` when ``path`` is a folder."""
     display = os.fspath(path)
     file = Path(path).absolute()  # values resolve relative paths against its folder
-    if not file.is_dir():
+    try:
+        folder = file.is_dir()
+    except OSError:  # a name too long: reading it says so, located
+        folder = False
+    if not folder:
         return display, file
     found = sorted(p.stem for p in file.glob("*.yaml"))
     listing = ", ".join(found) if found else "none"

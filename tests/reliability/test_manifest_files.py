@@ -1,4 +1,5 @@
-"""Files composer reads that are not what they seem: a FIFO, a device, a binary or huge file.
+"""Files composer reads that are not what they seem: a FIFO, a device, a binary or huge file,
+a name no file system can open.
 
 A manifest, a ``.env`` or a secret that is a FIFO used to hang every command, and a binary
 one surfaced as a manifest error at a made-up ``:1:1``. Each is now refused at once: the
@@ -99,6 +100,32 @@ def test_an_extends_target_that_is_a_fifo_says_so(here: Path) -> None:
     assert (
         str(caught.value) == 'over.yaml:1:10: extends: cannot read "base.yaml": not a regular file'
     )
+
+
+@pytest.mark.parametrize(
+    ("target", "problem"),
+    [
+        ("a" * 300 + ".yaml", "File name too long"),
+        ("a\\0b", "embedded null byte"),
+        ("\\ud800", "surrogates not allowed"),
+    ],
+    ids=["too-long", "nul-byte", "lone-surrogate"],
+)
+def test_an_extends_target_no_file_system_can_open_is_located(
+    here: Path, target: str, problem: str
+) -> None:
+    put(here / "over.yaml", f'extends: "{target}"\n')
+    with pytest.raises(ManifestError) as caught:
+        load_manifest("over.yaml", environ={})
+    assert str(caught.value).startswith('over.yaml:1:10: extends: cannot read "')
+    assert problem in str(caught.value)
+
+
+def test_a_manifest_path_too_long_to_open_is_located(here: Path) -> None:
+    name = "b" * 300 + ".yaml"
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(name, environ={})
+    assert str(caught.value) == f"{name}:1:1: cannot read manifest: File name too long"
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
