@@ -313,7 +313,12 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     shorter than 4 characters is masked only where it stands as a whole word, so that
     ``TOKEN=x`` does not turn every "x" of a message into "***".
     """
-    spellings = {form for secret in secrets if secret for form in (secret, quote(secret, safe=""))}
+    spellings = {
+        form
+        for secret in secrets
+        if secret
+        for form in (secret, quote(secret.encode("utf-8", "surrogatepass"), safe=""))
+    }
     for secret in sorted(spellings, key=len, reverse=True):
         pattern = re.escape(secret)
         if len(secret) < _SHORT_SECRET:
