@@ -450,6 +450,8 @@ class HttpProvider(Provider[HttpConfig]):
             return await self.client.send(built, stream=True, follow_redirects=False)
         except UnsafeAddress as e:
             raise self._error(request, "address refused", str(e)) from None
+        except UnicodeEncodeError:  # httpx sends header values as ASCII; the value stays unsaid
+            raise self._error(request, "a rendered header value is not ASCII") from None
         except (httpx.ConnectError, httpx.ConnectTimeout) as e:
             raise _Retry(
                 self._error(request, "cannot connect", f"{type(e).__name__}: {e}")

@@ -167,15 +167,12 @@ async def test_header_injection_through_a_template_is_refused(
     assert hostile.requests == []  # refused before anything was sent
 
 
-@pytest.mark.xfail(
-    reason="http.py: httpx encodes header values as ASCII and its UnicodeEncodeError escapes "
-    "_send, which only turns httpx.HTTPError into ProviderError",
-    raises=UnicodeEncodeError,
-)
 async def test_a_non_ascii_header_value_is_a_provider_error(
     hostile: HostileServer, http_provider: Make
 ) -> None:
     provider = http_provider(
         url=f"{hostile.url}/echo", headers={"X-Query": "{{ instruction.text }}"}
     )
-    await fails_in_time(provider, "café\u2028")
+    error = await fails_in_time(provider, "café\u2028")
+    assert "a rendered header value is not ASCII" in str(error)
+    assert "caf" not in str(error)
