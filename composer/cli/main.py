@@ -141,6 +141,8 @@ def _add_manifest_arguments(parser: argparse.ArgumentParser) -> None:
 
 _OUTCOME_TEXT = {
     "fired": "fired",
+    "cached": "fired: from its cache",
+    "timeout": "failed: timed out",
     "skipped_max_tokens": "skipped: over its max_tokens",
     "skipped_budget": "skipped: over the budget",
     "failed": "failed",
@@ -149,8 +151,8 @@ _OUTCOME_TEXT = {
     "not_called": "not called: branch has no system text",
     "disabled": "disabled",
 }
-_OUTCOME_STYLE = {"fired": "green", "failed": "red", "skipped_max_tokens": "yellow"}
-_OUTCOME_STYLE["skipped_budget"] = "yellow"
+_OUTCOME_STYLE = {"fired": "green", "cached": "green", "failed": "red", "timeout": "red"}
+_OUTCOME_STYLE.update(skipped_max_tokens="yellow", skipped_budget="yellow")
 
 
 def add_preview(subparsers: Any) -> None:

@@ -1,25 +1,23 @@
-"""One real turn, observed from outside the registry, for ``composer preview``.
+"""One real turn for ``composer preview``, explained per declared provider.
 
-The ADR's report cannot say *why* a provider was skipped (over its own ``max_tokens`` or over
-the total budget) nor how long it took. This module wraps each provider in a recorder, runs
-the ordinary ``prepare_turn``, and derives those reasons from what the recorders saw; the
-registry and its four report lists are used unchanged.
+The ADR's four report lists cannot say *why* a provider was skipped (over its own
+``max_tokens`` or over the total budget) nor how long it took; the registry's outcome records
+can. This module runs the ordinary ``prepare_turn`` on the manifest's own registry and reads
+each row from those records (plus ``disabled`` for the providers the engine never built).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from composer.build import ManagedProvider, build_registry
+from composer.build import build_registry
 from composer.catalog import ProviderTypes
 from composer.manifest import Manifest
-from composer.registry import ContextProviderRegistry, ProviderReport
-from composer.tokens import count_tokens
+from composer.registry import ProviderReport
 from composer.turn import Branch, Instruction, prepare_turn
 
 __all__ = [
@@ -42,13 +40,28 @@ branch calls none)."""
 
 Outcome = Literal[
     "fired",
+    "cached",
     "skipped_max_tokens",
     "skipped_budget",
     "failed",
+    "timeout",
     "empty",
     "not_called",
     "disabled",
 ]
+
+_ROW_OUTCOME: dict[str, Outcome] = {
+    "fired": "fired",
+    "cached": "cached",
+    "over_max_tokens": "skipped_max_tokens",
+    "over_budget": "skipped_budget",
+    "failed": "failed",
+    "timeout": "timeout",
+    "empty": "empty",
+    "guarded": "empty",
+    "not_called": "not_called",
+}
+"""The registry's outcome (``composer.outcomes``) -> the preview's (version 1 of its JSON)."""
 
 
 @dataclass
@@ -85,29 +98,6 @@ class Preview:
         return sum(int(row["tokens"]) for row in self.report.fired)
 
 
-class _Recorder:
-    """Stands in for a provider: forwards ``provide`` and notes its result, error and time."""
-
-    def __init__(self, provider: ManagedProvider) -> None:
-        self.provider = provider
-        self.called = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.ms: float | None = None
-
-    async def provide(self, branch: Any, instruction: Any) -> str | None:
-        self.called = True
-        start = time.perf_counter()
-        try:
-            self.result = await self.provider.provide(branch, instruction)
-        except Exception as e:
-            self.error = e
-            raise
-        finally:
-            self.ms = (time.perf_counter() - start) * 1000
-        return self.result  # type: ignore[no-any-return]
-
-
 def first_line(error: BaseException) -> str:
     """``Type: first line of the message``: how a failure is named in a row or a log line."""
     text = str(error).strip().splitlines()
@@ -128,52 +118,33 @@ async def run_preview(
     ``system=None`` previews a systemless branch (every provider reported skipped, none
     called). Error texts are passed through ``manifest.redact`` so no secret is shown.
     """
-    built = build_registry(manifest, types=types)
-    registry = ContextProviderRegistry(budget=built.budget)
-    recorders: dict[str, _Recorder] = {}
-    enabled = [config for config in manifest.providers if config.enabled]
-    for config, provider in zip(enabled, built.managed, strict=True):
-        recorder = _Recorder(provider)
-        recorders[config.name] = recorder
-        registry.register(
-            recorder, priority=config.priority, max_tokens=config.max_tokens, name=config.name
-        )
-
+    registry = build_registry(manifest, types=types)
     branch = Branch(system, name=branch_name)
     branch._context_providers = registry
-    turn_instruction = Instruction(instruction)
     try:
         if progress is not None and system is not None:
-            await built.warm_up(progress)
-        turn = await prepare_turn(branch, turn_instruction)
+            await registry.warm_up(progress)
+        turn = await prepare_turn(branch, Instruction(instruction))
     finally:
-        await built.aclose()
+        await registry.aclose()
     report = turn.report or ProviderReport()
-    fired = {row["provider_name"]: int(row["tokens"]) for row in report.fired}
+    outcomes = iter(report.outcomes)
 
     rows: list[ProviderRow] = []
     for config in manifest.providers:
         row = ProviderRow(config.name, config.type, config.priority, config.max_tokens, "disabled")
         rows.append(row)
-        seen = recorders.get(config.name)
-        if seen is None:
+        if not config.enabled:
             continue
-        row.ms = seen.ms
-        if not seen.called:
-            row.outcome = "not_called"
-        elif seen.error is not None:
-            row.outcome = "failed"
-            row.error = manifest.redact(first_line(seen.error))
-        elif not seen.result:
-            row.outcome = "empty"
-            row.when = _when(seen.provider, branch, turn_instruction)
-        elif config.name in fired:
-            row.outcome = "fired"
-            row.tokens = fired[config.name]
-        else:
-            row.tokens = count_tokens(seen.result)
-            over_cap = bool(config.max_tokens) and row.tokens > (config.max_tokens or 0)
-            row.outcome = "skipped_max_tokens" if over_cap else "skipped_budget"
+        record = next(outcomes)  # one per registered provider, in registration order
+        row.outcome = _ROW_OUTCOME[record.outcome]
+        row.tokens, row.ms = record.tokens, record.duration_ms
+        if record.error_type is not None:
+            row.error = manifest.redact(
+                f"{record.error_type}: {record.error}" if record.error else record.error_type
+            )
+        if row.outcome == "empty" and config.when:
+            row.when = record.outcome != "guarded"
     return Preview(
         instruction=instruction,
         system=system,
@@ -183,21 +154,6 @@ async def run_preview(
         report=report,
         guidance=turn.guidance,
     )
-
-
-def _when(provider: ManagedProvider, branch: Branch, instruction: Instruction) -> bool | None:
-    """The value of the provider's ``when`` this turn, or None when it has none.
-
-    A false ``when`` makes the engine skip a provider without a report row, which the registry
-    cannot tell from a search that found nothing; the preview evaluates the guard again (the
-    same sandboxed expression on the same turn) so the row can say which it was.
-    """
-    if not provider.config.when:
-        return None
-    try:
-        return provider.guard(branch, instruction)
-    except Exception:
-        return None
 
 
 class _Document(BaseModel):
