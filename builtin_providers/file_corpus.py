@@ -324,6 +324,10 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
         self.index.refresh(self.progress)
         return self.index.search(query, self.config.top_k, self.config.min_score)
 
+    def cache_key(self, branch: Any, instruction: Any) -> str:
+        """The rendered query: two turns asking the same are the same search."""
+        return self._query.render(self.context(branch, instruction)).strip()
+
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         query = self._query.render(context).strip()
         if not query:

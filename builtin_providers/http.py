@@ -337,6 +337,13 @@ class HttpProvider(Provider[HttpConfig]):
         content = self._body.render(context).encode() if self._body is not None else None
         return _Request(method, url, headers, json_body, content)
 
+    def cache_key(self, branch: Any, instruction: Any) -> str:
+        """The rendered request (method, url with query, headers, body): what a cache keys on."""
+        request = self._render(self.context(branch, instruction))
+        body = json.dumps(request.json_body, sort_keys=True, default=str)
+        headers = sorted(request.headers.items())
+        return json.dumps([request.method, str(request.url), headers, body, str(request.content)])
+
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         request = self._render(context)
         timeout = self.config.request.timeout_s

@@ -12,6 +12,7 @@ the registry's ``getattr(provider, "writeback", None)`` (ADR D7) skips it.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -183,18 +184,32 @@ class MemoryProvider(Provider[MemoryConfig]):
             )
         return memory
 
-    def _query(self, store: Any, context: dict[str, Any]) -> Any:
+    def _rendered(
+        self, context: dict[str, Any]
+    ) -> tuple[str | None, list[str] | None, dict[str, Any] | None]:
+        """The query's text, tags and filters for this turn (None where there are none)."""
         text = self._text.render(context) if self._text else None
         tags = [t for t in (tag.render(context) for tag in self._tags) if t] or None
         filters = {
             key: value.render(context) if isinstance(value, CompiledTemplate) else value
             for key, value in self._filters.items()
         } or None
+        return text or None, tags, filters
+
+    def _query(self, store: Any, context: dict[str, Any]) -> Any:
+        text, tags, filters = self._rendered(context)
         limit = self.config.query.limit
         if _is_lionagi(store):
             query_class = _lionagi_memory().MemoryQuery
-            return query_class(text=text or None, tags=tags, filters=filters, limit=limit)
-        return MemoryQuery(text=text or None, tags=tags, filters=filters, limit=limit)
+            return query_class(text=text, tags=tags, filters=filters, limit=limit)
+        return MemoryQuery(text=text, tags=tags, filters=filters, limit=limit)
+
+    def cache_key(self, branch: Any, instruction: Any) -> str:
+        """The rendered query, and the branch when the store searched is the branch's own."""
+        text, tags, filters = self._rendered(self.context(branch, instruction))
+        owner = branch_view(branch)["id"] if self.store is None else None
+        query = [text, tags, filters, self.config.query.limit, owner]
+        return json.dumps(query, sort_keys=True, default=str)
 
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         store = self.store_for(branch)
