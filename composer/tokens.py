@@ -13,6 +13,7 @@ import functools
 import gzip
 import hashlib
 import threading
+from collections.abc import Callable
 from importlib import resources
 
 import tiktoken
@@ -109,7 +110,45 @@ def _count(text: str) -> int:
     try:
         return len(encode(text, disallowed_special=()))
     except Exception:
-        return 0
+        if type(text) is not str:
+            return 0  # not text at all: the ADR's contained error (D3)
+        return _count_in_pieces(encode, text)
+
+
+_PIECE_CHARS = 1 << 16
+"""Pieces of a text the tokenizer refused at once: small enough for its pattern's limits."""
+
+
+def _count_in_pieces(encode: Callable[..., list[int]], text: str) -> int:
+    """Count a text the tokenizer cannot take whole (its split pattern gives up on a huge run of
+    whitespace) as pieces cut where a run of text meets whitespace, halving a piece that still
+    fails. Never 0 for non-empty text: a budget must not take a megabyte as nothing."""
+    total = 0
+    for piece in _pieces(text, _PIECE_CHARS):
+        try:
+            total += len(encode(piece, disallowed_special=()))
+        except Exception:
+            total += _count_in_pieces(encode, piece) if len(piece) > 1 else 1
+    return total
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    """``text`` cut into pieces of at most ``size`` characters (half of it, at least two pieces),
+    each cut moved back to just before a whitespace character that follows a non-space one,
+    where one can be found nearby, so the pieces tokenize as the whole would."""
+    size = max(1, min(size, len(text) // 2 or 1))
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        cut = start + size
+        for at in range(cut, max(start + 1, cut - 1024), -1):
+            if text[at].isspace() and not text[at - 1].isspace():
+                cut = at
+                break
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
 
 
 @functools.lru_cache(maxsize=4096)

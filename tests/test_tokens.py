@@ -317,3 +317,26 @@ def test_token_ids_equal_tiktoken(oracle: Oracle, text: str) -> None:
 def test_random_text_token_ids_equal_tiktoken(oracle: Oracle, text: str) -> None:
     """Random text (unicode, whitespace runs, digits, contractions) encodes as tiktoken does."""
     assert ours(text) == oracle.encode(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200) | st.text(alphabet=" \t\n\r\u00a0\u3000", max_size=300))
+def test_any_text_the_tokenizer_takes_counts_exactly_as_tiktoken(text: str) -> None:
+    """Counting changes nothing for text tiktoken encodes (special-token strings as text)."""
+    expected = len(composer.tokens.encoding().encode(text, disallowed_special=()))
+    assert composer.count_tokens(text) == expected
+
+
+def test_tiktoken_gives_up_on_a_megabyte_of_spaces() -> None:
+    """Why the counting below exists: the error would otherwise count 0 (ADR D3)."""
+    with pytest.raises(ValueError, match="[Rr]egex"):
+        composer.tokens.encoding().encode(" " * 1_000_000, disallowed_special=())
+
+
+@pytest.mark.parametrize("unit", [" ", "\t", " \t", "\u3000", "\n", "\r\n"])
+def test_a_megabyte_of_whitespace_is_never_counted_as_nothing(unit: str) -> None:
+    """Text the tokenizer cannot take whole is counted in pieces, close to what its parts
+    count, instead of the error's 0."""
+    text = unit * (1_000_000 // len(unit))
+    tenth = composer.count_tokens(text[: len(text) // 10])
+    assert 9 * tenth <= composer.count_tokens(text) <= 11 * tenth

@@ -179,3 +179,36 @@ async def test_the_failure_names_the_type_and_never_the_value(
     await turn(manifest, "hi")
     assert "provider 'broken' returned dict, not str or None" in caplog.text
     assert "'k'" not in caplog.text
+
+
+class SpacesConfig(ProviderConfig):
+    type: Literal["spaces"] = "spaces"
+
+
+class Spaces:
+    async def provide(self, branch: Any, instruction: Any) -> str:
+        return " " * 1_000_000
+
+
+spaces_type = ProviderType("spaces", SpacesConfig, lambda config, ctx: Spaces())
+
+
+async def test_a_megabyte_of_spaces_is_counted_above_its_cap(tmp_path: Path) -> None:
+    """The tokenizer gives up on such a run; it is counted in pieces, never as 0 tokens."""
+    manifest = load(
+        tmp_path,
+        """
+        version: 1
+        providers:
+          - {name: blank, type: spaces, max_tokens: 500}
+          - {name: small, type: static, text: "fits"}
+        """,
+        spaces_type,
+    )
+    prepared = await turn(manifest, "hi")
+    assert prepared.report is not None
+    assert prepared.report.skipped == ["blank"]
+    blank = prepared.report.outcomes[0]
+    assert blank.outcome == "over_max_tokens"
+    assert blank.tokens is not None
+    assert blank.tokens > 500
