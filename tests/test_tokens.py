@@ -329,7 +329,7 @@ def test_any_text_the_tokenizer_takes_counts_exactly_as_tiktoken(text: str) -> N
 
 def test_tiktoken_gives_up_on_a_megabyte_of_spaces() -> None:
     """Why the counting below exists: the error would otherwise count 0 (ADR D3)."""
-    with pytest.raises(ValueError, match="[Rr]egex"):
+    with pytest.raises(ValueError, match=r"[Rr]egex"):
         composer.tokens.encoding().encode(" " * 1_000_000, disallowed_special=())
 
 
