@@ -58,6 +58,7 @@ from composer.plugin import (
 
 __all__ = [
     "DEFAULT_RESPONSE_TEMPLATE",
+    "ClientPool",
     "HttpConfig",
     "HttpProvider",
     "RequestConfig",
@@ -136,6 +137,13 @@ class RequestConfig(StrictModel):
         default=False, description="Follow redirects, to the same origin only."
     )
     max_redirects: int = Field(default=5, ge=0, le=20)
+    max_connections: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="Connections open at once to this origin, shared by every branch of the "
+        "loaded manifest (one pool per origin and limit).",
+    )
     allowed_hosts: list[str] | None = Field(
         default=None, description="If set, the url host must be one of these (`*.x.com` ok)."
     )
@@ -256,10 +264,49 @@ def _redact_httpx_logs() -> None:
         httpx_logger.addFilter(_HTTPX_FILTER)
 
 
-class HttpProvider(Provider[HttpConfig]):
-    """One httpx.AsyncClient per provider, created on first use, closed by ``aclose()``."""
+class ClientPool:
+    """One ``httpx.AsyncClient`` for every provider of one loaded manifest that talks to one
+    origin: a thousand branches share its connections (at most ``max_connections``) instead of
+    opening a thousand clients. Closed by ``Manifest.aclose()``.
 
-    def __init__(self, config: HttpConfig, client: httpx.AsyncClient | None = None) -> None:
+    Connections belong to the event loop that opened them, so a client made on a loop that has
+    since ended (one ``asyncio.run`` per CLI command) is replaced, not reused.
+    """
+
+    def __init__(self, max_connections: int = 10) -> None:
+        self.limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        """The client for the running loop, made on first use: no proxies or .netrc."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            _redact_httpx_logs()
+            self._client = httpx.AsyncClient(
+                trust_env=False, follow_redirects=False, limits=self.limits
+            )
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client if it lives on this loop (one on an ended loop is only dropped)."""
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.aclose()
+
+
+class HttpProvider(Provider[HttpConfig]):
+    """Renders a request per turn and sends it through the manifest's pool for its origin."""
+
+    def __init__(
+        self,
+        config: HttpConfig,
+        client: httpx.AsyncClient | None = None,
+        pool: ClientPool | None = None,
+    ) -> None:
         super().__init__(config)
         self.config: HttpConfig = config
         request = config.request
@@ -276,35 +323,20 @@ class HttpProvider(Provider[HttpConfig]):
         self._json = _compile_json(request.json_body)
         self._body = compile_template(request.body) if request.body is not None else None
         self._template = compile_template(config.response.template, _RESPONSE_NAMES)
-        self._client = client
-        self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._owns_client = client is None
+        self._timeout = httpx.Timeout(request.timeout_s)
+        self._client = client  # injected: its owner closes it
+        self._own_pool = pool is None and client is None  # built alone: this provider closes it
+        self._pool = pool if pool is not None else ClientPool(request.max_connections)
 
     @property
     def client(self) -> httpx.AsyncClient:
-        """The client, created on first use: no proxies or .netrc from the environment.
-
-        Connections belong to the event loop that opened them, so a client made on a loop
-        that has since ended (one ``asyncio.run`` per CLI command) is replaced, not reused.
-        """
-        loop = asyncio.get_running_loop()
-        if self._owns_client and self._client is not None and self._client_loop is not loop:
-            self._client = None
-        if self._client is None:
-            _redact_httpx_logs()
-            self._client = httpx.AsyncClient(
-                trust_env=False,
-                follow_redirects=False,
-                timeout=httpx.Timeout(self.config.request.timeout_s),
-            )
-            self._client_loop = loop
-        return self._client
+        return self._client if self._client is not None else self._pool.client()
 
     async def aclose(self) -> None:
-        """Close the client this provider created (an injected one belongs to its owner)."""
-        if self._owns_client and self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        """Close the pool this provider made for itself; a manifest's shared pool is closed by
+        ``Manifest.aclose()``, an injected client by its owner."""
+        if self._own_pool:
+            await self._pool.aclose()
 
     def __repr__(self) -> str:
         method = self.config.request.method if self._method.is_constant else "(templated)"
@@ -451,8 +483,9 @@ class HttpProvider(Provider[HttpConfig]):
                     extensions["sni_hostname"] = url.host
                     target = url.copy_with(host=address)
             built = self.client.build_request(
-                method, target, headers=headers, json=json_body, content=content
-            )
+                method, target, headers=headers, json=json_body, content=content,
+                timeout=self._timeout,
+            )  # fmt: skip
             built.extensions.update(extensions)
             return await self.client.send(built, stream=True, follow_redirects=False)
         except UnsafeAddress as e:
@@ -501,7 +534,9 @@ class HttpProvider(Provider[HttpConfig]):
 
 
 def _factory(config: HttpConfig, context: BuildContext) -> HttpProvider:
-    return HttpProvider(config)
+    limit = config.request.max_connections
+    key = f"http:pool:{config.request.origin}:{limit}"
+    return HttpProvider(config, pool=context.shared(key, lambda: ClientPool(limit)))
 
 
 provider_type = ProviderType(

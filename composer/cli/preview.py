@@ -127,6 +127,7 @@ async def run_preview(
         turn = await prepare_turn(branch, Instruction(instruction))
     finally:
         await registry.aclose()
+        await manifest.aclose()  # one-shot: the shared pools and indexes go too
     report = turn.report or ProviderReport()
     outcomes = iter(report.outcomes)
 

@@ -54,9 +54,8 @@ def reference_turn(
         try:
             return await composer.prepare_turn(branch, Instruction(instruction))
         finally:
-            for provider in registry.providers:
-                if hasattr(provider, "aclose"):
-                    await provider.aclose()
+            await registry.aclose()
+            await manifest.aclose()  # the shared connection pools
 
     return asyncio.run(turn())
 

@@ -14,7 +14,7 @@ from builtin_providers.file_corpus import FileCorpusConfig
 from builtin_providers.http import HttpConfig
 from builtin_providers.memory import MemoryConfig
 from builtin_providers.static import StaticConfig
-from composer.build import attach
+from composer.build import ManifestRegistry, attach
 from composer.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -61,19 +61,21 @@ def manifest(
 
 @pytest.fixture
 async def turn() -> AsyncIterator[Callable[..., Any]]:
-    """prepare_turn on a new branch; the registry's providers are closed afterwards."""
-    registries: list[composer.ContextProviderRegistry] = []
+    """prepare_turn on a new branch; registries and manifests are closed afterwards."""
+    registries: list[ManifestRegistry] = []
+    manifests: list[Manifest] = []
 
     async def run(m: Manifest, text: str) -> tuple[composer.Branch, composer.PreparedTurn]:
         branch = composer.Branch("You are helpful.\n", name="ops")
         registries.append(attach(branch, m))
+        manifests.append(m)
         return branch, await composer.prepare_turn(branch, composer.Instruction(text))
 
     yield run
     for registry in registries:
-        for provider in registry.providers:
-            if hasattr(provider, "aclose"):
-                await provider.aclose()
+        await registry.aclose()
+    for m in manifests:
+        await m.aclose()  # the shared connection pools
 
 
 async def test_all_four_types_fire(

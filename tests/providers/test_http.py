@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from builtin_providers._net import is_public, redact_url
 from builtin_providers.http import HttpConfig, HttpProvider
-from composer.build import manage
+from composer.build import build_registry, manage
 from composer.errors import ProviderError
+from composer.manifest import Manifest
 from composer.registry import ContextProviderRegistry
 from composer.turn import Branch, Instruction
 
@@ -285,15 +286,39 @@ def test_redact_url() -> None:
     assert redact_url(url) == "https://h.example/a/b?k=***&k=***&x=***"
 
 
-async def test_client_is_lazy_and_closed(server: LocalServer) -> None:
+async def test_a_provider_built_alone_makes_its_pool_lazily_and_closes_it(
+    server: LocalServer,
+) -> None:
     provider = HttpProvider(HttpConfig(name="x", request={"url": f"{server.url}/text"}))
-    assert provider._client is None
+    assert provider._pool._client is None
     assert await ask(provider) == "plain words"
-    client = provider._client
+    client = provider._pool._client
     assert client is not None
     await provider.aclose()
     assert client.is_closed
-    assert provider._client is None
+    assert provider._pool._client is None
+
+
+async def test_branches_of_one_manifest_share_one_pool_per_origin(server: LocalServer) -> None:
+    """A thousand branches must not open a thousand clients: the pool is the manifest's."""
+    config = HttpConfig(name="x", request={"url": f"{server.url}/text"})
+    other = HttpConfig(name="y", request={"url": f"{server.url}/json"})
+    manifest = Manifest(version=1, providers=[config, other])
+    registries = [build_registry(manifest) for _ in range(3)]
+    providers = [m.provider for r in registries for m in r.managed]
+    assert all(isinstance(p, HttpProvider) for p in providers)
+    pools = {id(p._pool) for p in providers if isinstance(p, HttpProvider)}
+    assert len(pools) == 1  # one origin, one limit
+    for registry in registries:
+        await registry.gather(Branch("s"), Instruction("x"))
+        await registry.aclose()  # closes nothing shared
+    pool = providers[0]._pool if isinstance(providers[0], HttpProvider) else None
+    assert pool is not None
+    client = pool._client
+    assert client is not None
+    assert not client.is_closed
+    await manifest.aclose()
+    assert client.is_closed
 
 
 async def test_injected_client_is_used_and_left_open(server: LocalServer) -> None:
