@@ -1,24 +1,40 @@
 """``type: memory``: search a memory store and format each hit; optional writeback.
 
 ``source: branch`` reads ``branch.memory`` (ADR-0008 D6: a provider may use the branch's
-store; the registry knows nothing of it). ``source: {jsonl: path}`` uses a JsonlMemoryStore
-shared by every registry built from the same manifest. With a LionAGI store the query and
-the written items are LionAGI's own ``MemoryQuery`` and ``MemoryItem``, imported only then.
+store; the registry knows nothing of it). ``{sqlite: path}``, ``{postgres: {dsn: ...}}`` and
+``{jsonl: path}`` use one of composer's stores (``builtin_providers.stores``), shared by every
+registry built from the same manifest. With a LionAGI store the query and the written items
+are LionAGI's own ``MemoryQuery`` and ``MemoryItem``, imported only then.
 
-Writeback is off by default, and then the provider has no ``writeback`` attribute at all, so
-the registry's ``getattr(provider, "writeback", None)`` (ADR D7) skips it.
+In composer's stores every item has a ``namespace``, rendered per turn from the manifest's
+``namespace`` template, so that teams sharing a store never see each other's items;
+``query.text`` is ranked full text in SQLite and PostgreSQL (``match: substring`` keeps
+LionAGI's substring). Writeback is off by default, and then the provider has no
+``writeback`` attribute at all, so the registry's ``getattr(provider, "writeback", None)``
+(ADR D7) skips it; when on, each item's id is derived from the branch, the turn and the
+content, so a retried writeback stores nothing twice.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import time
+import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from builtin_providers.memory_store import JsonlMemoryStore, MemoryItem, MemoryQuery, MemoryStore
+from builtin_providers.stores import (
+    ItemStore,
+    JsonlMemoryStore,
+    MemoryItem,
+    MemoryQuery,
+    PostgresMemoryStore,
+    SqliteMemoryStore,
+)
+from builtin_providers.stores.base import Match, writeback_id
 from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
@@ -41,6 +57,9 @@ __all__ = [
     "MemoryConfig",
     "MemoryProvider",
     "MemoryQueryConfig",
+    "PostgresConnection",
+    "PostgresSource",
+    "SqliteSource",
     "WritebackConfig",
     "WritebackMemoryProvider",
     "provider_type",
@@ -60,11 +79,62 @@ class JsonlSource(StrictModel):
     )
 
 
+_SEED = "A JSONL file imported on first use and again when it changes (ids already there stay)."
+_SHARED = "Several teams or tenants use this store: `namespace` is then required."
+
+
+class SqliteSource(StrictModel):
+    """A SQLite database file, relative to the manifest: several processes, one machine."""
+
+    sqlite: ManifestPath = Field(
+        description="The database file; created, with its schema, on first use."
+    )
+    seed: ManifestPath | None = Field(default=None, description=_SEED)
+    shared: bool = Field(default=False, description=_SHARED)
+
+
+class PostgresConnection(StrictModel):
+    """Where the PostgreSQL store lives."""
+
+    dsn: str = Field(
+        min_length=1,
+        description="libpq URL or key=value string; give the password through ${VAR}.",
+    )
+    db_schema: str = Field(
+        default="composer",
+        alias="schema",
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        description="The schema holding the tables; created or migrated on first use.",
+    )
+    pool_size: int = Field(default=4, ge=1, le=100, description="Connections kept per process.")
+    connect_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description="Longest wait for a connection; past it the turn's provider fails.",
+    )
+
+
+class PostgresSource(StrictModel):
+    """A PostgreSQL database: agents on many machines share it."""
+
+    postgres: PostgresConnection = Field(description="The connection (needs the postgres extra).")
+    seed: ManifestPath | None = Field(default=None, description=_SEED)
+    shared: bool = Field(default=False, description=_SHARED)
+
+
+Source = Literal["branch"] | JsonlSource | SqliteSource | PostgresSource
+
+
 class MemoryQueryConfig(StrictModel):
     """The MemoryQuery to run; every string in it is a template."""
 
     text: Template | None = Field(
-        default=None, description="Case-insensitive substring of the item content; empty means any."
+        default=None,
+        description=(
+            "What to look for, as `match` says: words ranked by relevance (`fulltext`), or a "
+            "case-insensitive substring of the content (`substring`); empty means any."
+        ),
     )
     tags: list[Template] | None = Field(default=None, description="Items having any of these tags.")
     filters: dict[str, Any] | None = Field(
@@ -90,14 +160,53 @@ class WritebackConfig(StrictModel):
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="Extra metadata of each stored item."
     )
+    ttl_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Stored items expire after this many seconds (not with source: branch).",
+    )
+    max_items: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Keep at most this many written-back items per namespace, oldest deleted first "
+            "(sqlite and postgres)."
+        ),
+    )
 
 
 class MemoryConfig(ProviderConfig):
     """Memory items matching a query, one template per item."""
 
     type: Literal["memory"] = "memory"
-    source: Literal["branch"] | JsonlSource = Field(
-        default="branch", description="`branch` (branch.memory) or `{jsonl: path}`."
+    source: Source = Field(
+        default="branch",
+        description=(
+            "`branch` (branch.memory), `{sqlite: path}`, `{postgres: {dsn: ...}}` or "
+            "`{jsonl: path}`."
+        ),
+    )
+    namespace: Template | None = Field(
+        default=None,
+        description=(
+            "Whose items these are, e.g. `{{ branch.metadata.team }}`: searches and writebacks "
+            "see this namespace only. Required when the source is `shared`. Default: the "
+            "store's default namespace. Not with source: branch."
+        ),
+    )
+    match: Match | None = Field(
+        default=None,
+        description=(
+            "`fulltext` (words, stemmed, stop words ignored, best first; sqlite and postgres, "
+            "their default) or `substring` (the only kind for jsonl and branch)."
+        ),
+    )
+    min_score: float | None = Field(
+        default=None,
+        description=(
+            "With fulltext: leave out items scoring below this (sqlite: bm25, higher is "
+            "better; postgres: ts_rank_cd)."
+        ),
     )
     query: MemoryQueryConfig = Field(
         default=MemoryQueryConfig(),
@@ -105,7 +214,9 @@ class MemoryConfig(ProviderConfig):
     )
     template: _ItemTemplate = Field(
         default=DEFAULT_ITEM_TEMPLATE,
-        description="One hit; sees `item` (id, content, tags, metadata) and `index` (1-based).",
+        description=(
+            "One hit; sees `item` (id, content, tags, metadata, score) and `index` (1-based)."
+        ),
     )
     header: Template | None = Field(
         default=None,
@@ -122,9 +233,48 @@ class MemoryConfig(ProviderConfig):
             return WritebackConfig()
         return self.writeback or None
 
+    @property
+    def ranked(self) -> bool:
+        """Whether the store ranks full text (SQLite, PostgreSQL)."""
+        return isinstance(self.source, SqliteSource | PostgresSource)
+
+    @property
+    def effective_match(self) -> Match:
+        return self.match or ("fulltext" if self.ranked else "substring")
+
+    @model_validator(mode="after")
+    def _fits_the_source(self) -> MemoryConfig:
+        """Options the chosen store cannot honour are errors, not silently ignored."""
+        kind = "branch" if self.source == "branch" else type(self.source).__name__[:-6].lower()
+        writeback = self.writeback_config
+        if self.match == "fulltext" and not self.ranked:
+            raise ValueError(f"match: fulltext needs source sqlite or postgres, not {kind}")
+        if self.min_score is not None and self.effective_match != "fulltext":
+            raise ValueError("min_score applies to match: fulltext only")
+        if getattr(self.source, "shared", False) and not self.namespace:
+            raise ValueError(
+                "a shared source needs a namespace (e.g. '{{ branch.metadata.team }}')"
+            )
+        if kind == "branch" and self.namespace:
+            raise ValueError("namespace needs one of composer's stores, not source: branch")
+        if writeback and writeback.max_items is not None and not self.ranked:
+            raise ValueError(f"writeback.max_items needs source sqlite or postgres, not {kind}")
+        if writeback and writeback.ttl_s is not None and kind == "branch":
+            raise ValueError("writeback.ttl_s needs one of composer's stores, not source: branch")
+        return self
+
 
 def _is_lionagi(store: Any) -> bool:
     return type(store).__module__.split(".", 1)[0] == "lionagi"
+
+
+def _turn_of(branch: Any) -> str:
+    """What tells one turn of a branch from the next: how many messages it holds."""
+    messages = getattr(branch, "messages", None)
+    try:
+        return str(len(messages))  # type: ignore[arg-type]
+    except TypeError:
+        return ""
 
 
 def _lionagi_memory() -> Any:
@@ -142,6 +292,7 @@ def _item_view(item: Any) -> dict[str, Any]:
         "content": _field(item, "content"),
         "tags": list(_field(item, "tags") or []),
         "metadata": dict(_field(item, "metadata") or {}),
+        "score": _field(item, "score"),
     }
 
 
@@ -158,10 +309,12 @@ def _content(response: Any) -> Any:
 class MemoryProvider(Provider[MemoryConfig]):
     """Runs the configured MemoryQuery on its store and renders each hit."""
 
-    def __init__(self, config: MemoryConfig, store: MemoryStore | None) -> None:
+    def __init__(self, config: MemoryConfig, store: ItemStore | None) -> None:
         super().__init__(config)
         self.config: MemoryConfig = config
         self.store = store
+        self._namespace = compile_template(config.namespace) if config.namespace else None
+        self._shared = bool(getattr(config.source, "shared", False))
         query = config.query
         self._text = compile_template(query.text) if query.text else None
         self._tags = [compile_template(tag) for tag in query.tags or []]
@@ -180,7 +333,7 @@ class MemoryProvider(Provider[MemoryConfig]):
         if memory is None:
             raise ProviderError(
                 f"memory provider {self.name!r}: the branch has no memory store (source: branch);"
-                " give the branch one, or use source: {jsonl: path}"
+                " give the branch one, or use source: {sqlite: path}"
             )
         return memory
 
@@ -196,19 +349,41 @@ class MemoryProvider(Provider[MemoryConfig]):
         } or None
         return text or None, tags, filters
 
+    def namespace(self, context: dict[str, Any]) -> str:
+        """This turn's namespace; a shared store never falls back to the default one."""
+        if self._namespace is None:
+            return ""
+        rendered = self._namespace.render(context)
+        if self._shared and not rendered:
+            raise ProviderError(
+                f"memory provider {self.name!r}: the namespace rendered empty, and the store"
+                " is shared (no default namespace)"
+            )
+        return rendered
+
     def _query(self, store: Any, context: dict[str, Any]) -> Any:
         text, tags, filters = self._rendered(context)
         limit = self.config.query.limit
         if _is_lionagi(store):
             query_class = _lionagi_memory().MemoryQuery
             return query_class(text=text, tags=tags, filters=filters, limit=limit)
-        return MemoryQuery(text=text, tags=tags, filters=filters, limit=limit)
+        return MemoryQuery(
+            text=text,
+            tags=tags,
+            filters=filters,
+            limit=limit,
+            namespace=self.namespace(context),
+            match=self.config.effective_match,
+            min_score=self.config.min_score,
+        )
 
     def cache_key(self, branch: Any, instruction: Any) -> str:
-        """The rendered query, and the branch when the store searched is the branch's own."""
-        text, tags, filters = self._rendered(self.context(branch, instruction))
+        """The rendered query and namespace, and the branch when the store searched is the
+        branch's own."""
+        context = self.context(branch, instruction)
+        text, tags, filters = self._rendered(context)
         owner = branch_view(branch)["id"] if self.store is None else None
-        query = [text, tags, filters, self.config.query.limit, owner]
+        query = [text, tags, filters, self.config.query.limit, owner, self.namespace(context)]
         return json.dumps(query, sort_keys=True, default=str)
 
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
@@ -227,7 +402,10 @@ class MemoryProvider(Provider[MemoryConfig]):
 
     def __repr__(self) -> str:
         source = self.config.source
-        where = "branch" if source == "branch" else str(getattr(source, "jsonl", source))
+        if isinstance(source, PostgresSource):
+            where = repr(self.store)  # never the DSN: it may hold a password
+        else:
+            where = str(getattr(source, "jsonl", None) or getattr(source, "sqlite", source))
         return f"<{type(self).__name__} {self.name!r} source={where!r}>"
 
 
@@ -235,37 +413,83 @@ class WritebackMemoryProvider(MemoryProvider):
     """A MemoryProvider that also stores action responses (only built when writeback is on)."""
 
     async def writeback(self, branch: Any, action_responses: list[Any]) -> int:
-        """Store each non-None action response as an item; returns how many were stored."""
+        """Store each non-None action response as an item; returns how many were new.
+
+        Each item's id comes from the branch, the turn and the content: the same response
+        written back again for the same turn (a retry) is not stored twice.
+        """
         settings = self.config.writeback_config or WritebackConfig()
         store = self.store_for(branch)
+        branch_id = branch_view(branch)["id"]
         metadata = {
             "source": "writeback",
             "provider": self.name,
-            "branch_id": branch_view(branch)["id"],
+            "branch_id": branch_id,
             **settings.metadata,
         }
-        make = _lionagi_memory().MemoryItem if _is_lionagi(store) else MemoryItem
-        stored = 0
-        for response in action_responses:
-            if response is None:
-                continue
-            item = make(
-                content=_content(response), tags=list(settings.tags), metadata=dict(metadata)
-            )
+        turn = _turn_of(branch)
+        contents = [_content(response) for response in action_responses if response is not None]
+        ids = [writeback_id(branch_id, turn, content) for content in contents]
+        if _is_lionagi(store):
+            make = _lionagi_memory().MemoryItem
+            stored = 0
+            for content, item_id in zip(contents, ids, strict=True):
+                if await store.retrieve(uuid.UUID(item_id)) is None:
+                    item = make(
+                        content=content,
+                        tags=list(settings.tags),
+                        metadata=dict(metadata),
+                        id=uuid.UUID(item_id),
+                    )
+                    await store.store(item)
+                    stored += 1
+            return stored
+        namespace = self.namespace(self.context(branch, ""))
+        expires = None if settings.ttl_s is None else time.time() + settings.ttl_s
+        items = [
+            MemoryItem(content, list(settings.tags), dict(metadata), item_id, namespace, expires)
+            for content, item_id in zip(contents, ids, strict=True)
+        ]
+        if isinstance(store, ItemStore):  # composer's own: one idempotent batch
+            return await store.add(items, written_back=True, cap=settings.max_items)
+        for item in items:  # a store of the LionAGI shape only
             await store.store(item)
-            stored += 1
-        return stored
+        return len(items)
+
+
+def _store(source: Source, context: BuildContext) -> ItemStore | None:
+    """The configured store, one per place per loaded manifest (closed with the manifest)."""
+    if isinstance(source, JsonlSource):
+        path = source.jsonl
+        return context.shared(f"memory:jsonl:{path}", lambda: JsonlMemoryStore(path))  # type: ignore[no-any-return]
+    if isinstance(source, SqliteSource):
+        sqlite, seed = source.sqlite, source.seed
+        return context.shared(  # type: ignore[no-any-return]
+            f"memory:sqlite:{sqlite}", lambda: SqliteMemoryStore(sqlite, seed=seed)
+        )
+    if isinstance(source, PostgresSource):
+        pg, seed = source.postgres, source.seed
+        return context.shared(  # type: ignore[no-any-return]
+            f"memory:postgres:{pg.dsn}\x1f{pg.db_schema}",
+            lambda: PostgresMemoryStore(
+                pg.dsn,
+                schema=pg.db_schema,
+                pool_size=pg.pool_size,
+                connect_timeout_s=pg.connect_timeout_s,
+                seed=seed,
+            ),
+        )
+    return None
 
 
 def _factory(config: MemoryConfig, context: BuildContext) -> MemoryProvider:
-    store: MemoryStore | None = None
-    if isinstance(config.source, JsonlSource):
-        path = config.source.jsonl
-        store = context.shared(f"memory:jsonl:{path}", lambda: JsonlMemoryStore(path))
     cls = WritebackMemoryProvider if config.writeback_config else MemoryProvider
-    return cls(config, store)
+    return cls(config, _store(config.source, context))
 
 
 provider_type = ProviderType(
-    "memory", MemoryConfig, _factory, "Items from a memory store (the branch's or a JSONL file)."
+    "memory",
+    MemoryConfig,
+    _factory,
+    "Items from a memory store (SQLite, PostgreSQL, a JSONL file, or the branch's own).",
 )

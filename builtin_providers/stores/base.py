@@ -1,0 +1,274 @@
+"""What every memory store shares: the item and query shapes, the store contracts, records.
+
+``MemoryStore`` is LionAGI's ``MemoryStore`` shape (``store``, ``retrieve``, ``search``),
+without importing LionAGI; ``MemoryQuery`` and ``MemoryItem`` carry its field names, plus
+what composer's own stores add: ``namespace`` (tenants and teams never see each other's
+items), ``match`` and ``min_score`` on a query, ``score`` and ``expires_at`` on an item.
+``ItemStore`` is the larger contract of composer's stores (JSONL, SQLite, PostgreSQL): an
+idempotent batch ``add`` with a cap, ``export`` and ``counts`` for ``composer memory``.
+
+Ids are strings, kept as written: a record whose ``id`` is ``"m1"`` is ``"m1"`` in every
+store and in templates. An item is unique per ``(namespace, id)``; adding one whose id is
+already there stores nothing, which is what makes a retried writeback harmless.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "MAX_QUERY_WORDS",
+    "ItemStore",
+    "Match",
+    "MemoryItem",
+    "MemoryQuery",
+    "MemoryStore",
+    "as_query",
+    "body_of",
+    "canonical",
+    "digest_of",
+    "item_from_record",
+    "item_id",
+    "line_id",
+    "live",
+    "matches",
+    "query_words",
+    "record_of",
+    "writeback_id",
+]
+
+Match = Literal["fulltext", "substring"]
+
+_ID_NAMESPACE = uuid.UUID("6f1d2a4e-3c1b-4f57-9a0e-8f4d6c2b7a10")
+
+MAX_QUERY_WORDS = 32
+"""A full-text query keeps at most this many distinct words (a pasted log stays cheap)."""
+
+
+@dataclass(frozen=True)
+class MemoryQuery:
+    """Search parameters: LionAGI's ``MemoryQuery`` fields, then composer's own.
+
+    ``match: fulltext`` ranks by relevance (words, stemmed, stop words ignored) where the
+    store can; ``substring`` is LionAGI's case-insensitive substring of the content.
+    """
+
+    text: str | None = None
+    tags: list[str] | None = None
+    filters: dict[str, Any] | None = None
+    limit: int = 20
+    namespace: str = ""
+    match: Match = "substring"
+    min_score: float | None = None
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    """One stored record, with LionAGI ``MemoryItem``'s fields and where it lives.
+
+    ``score`` is the relevance a full-text search gave it (None otherwise); it takes no part
+    in equality. ``expires_at`` (epoch seconds) hides the item once passed.
+    """
+
+    content: Any = None
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    namespace: str = ""
+    expires_at: float | None = None
+    score: float | None = field(default=None, compare=False)
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Structural contract of a memory backend (LionAGI's ``MemoryStore``)."""
+
+    async def store(self, item: Any) -> Any: ...
+
+    async def retrieve(self, item_id: Any) -> Any: ...
+
+    async def search(self, query: Any) -> list[Any]: ...
+
+
+@runtime_checkable
+class ItemStore(Protocol):
+    """composer's own stores: LionAGI's three calls, namespaced, plus batch and admin calls."""
+
+    async def store(self, item: Any) -> str: ...
+
+    async def retrieve(self, item_id: Any, namespace: str = "") -> MemoryItem | None: ...
+
+    async def search(self, query: Any) -> list[MemoryItem]: ...
+
+    async def add(
+        self, items: Sequence[MemoryItem], *, written_back: bool = False, cap: int | None = None
+    ) -> int:
+        """Store the items whose ``(namespace, id)`` is new; returns how many were new.
+
+        ``written_back`` marks them as an agent's writeback; ``cap`` then keeps at most that
+        many written-back items per namespace, the oldest going first.
+        """
+        ...
+
+    async def export(self, namespace: str | None = None) -> list[MemoryItem]:
+        """Every live item in insertion order (all namespaces when ``namespace`` is None)."""
+        ...
+
+    async def counts(self) -> dict[str, int]:
+        """Live items per namespace."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def item_id(value: Any) -> str:
+    """An item id as stored: the text of ``value`` (a UUID as its canonical string)."""
+    return str(value)
+
+
+def writeback_id(branch_id: str, turn: str, content: Any) -> str:
+    """The id of one written-back item: the same branch, turn and content give the same id,
+    so a retried writeback stores nothing twice."""
+    key = f"{branch_id}\x1f{turn}\x1f{canonical(content)}"
+    return str(uuid.uuid5(_ID_NAMESPACE, key))
+
+
+def canonical(value: Any) -> str:
+    """``value`` as canonical JSON: how metadata filters compare values in the SQL stores."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def body_of(content: Any) -> str:
+    """The text a search looks in: ``str(content)``, as LionAGI's ``InMemoryStore`` does."""
+    return str(content)
+
+
+def live(item: MemoryItem, now: float | None = None) -> bool:
+    """Whether ``item`` has not expired."""
+    return item.expires_at is None or item.expires_at > (time.time() if now is None else now)
+
+
+def matches(item: MemoryItem, query: MemoryQuery) -> bool:
+    """InMemoryStore's predicate: substring on text, any-of on tags, equality on filters."""
+    if query.text and query.text.lower() not in body_of(item.content).lower():
+        return False
+    if query.tags and not set(query.tags) & set(item.tags):
+        return False
+    return not query.filters or all(item.metadata.get(k) == v for k, v in query.filters.items())
+
+
+def as_query(query: Any) -> MemoryQuery:
+    """Our ``MemoryQuery`` from any object with its fields (LionAGI's has the first four)."""
+    if isinstance(query, MemoryQuery):
+        return query
+    return MemoryQuery(
+        text=getattr(query, "text", None),
+        tags=getattr(query, "tags", None),
+        filters=getattr(query, "filters", None),
+        limit=getattr(query, "limit", 20),
+        namespace=getattr(query, "namespace", "") or "",
+    )
+
+
+@functools.cache
+def _stop_words() -> frozenset[str]:
+    # bm25s's English list (NLTK's), the one file_corpus uses; imported on the first query.
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    return frozenset(STOPWORDS_EN_PLUS)
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def query_words(text: str | None) -> list[str]:
+    """The words a full-text query looks for: letters and digits only (so nothing in them is
+    query syntax for FTS5 or ``to_tsquery``), lower-cased, stop words left out, first
+    ``MAX_QUERY_WORDS`` distinct ones."""
+    stop = _stop_words()
+    seen: dict[str, None] = {}
+    for word in _WORD.findall((text or "").lower()):
+        if word not in stop and word not in seen:
+            seen[word] = None
+            if len(seen) == MAX_QUERY_WORDS:
+                break
+    return list(seen)
+
+
+def record_of(item: Any) -> dict[str, Any]:
+    """The JSON object of one item (a MemoryItem, LionAGI's, or a mapping): what a JSONL line
+    and ``composer memory export`` hold. ``namespace`` and ``expires_at`` only when set."""
+    get = (
+        item.get
+        if isinstance(item, Mapping)
+        else lambda name, default=None: getattr(item, name, default)
+    )
+    raw_id = get("id", None)
+    record: dict[str, Any] = {
+        "id": str(raw_id) if raw_id is not None else str(uuid.uuid4()),
+        "content": get("content", None),
+        "tags": list(get("tags", None) or []),
+        "metadata": dict(get("metadata", None) or {}),
+    }
+    namespace = get("namespace", None)
+    if namespace:
+        record["namespace"] = str(namespace)
+    expires = get("expires_at", None)
+    if expires is not None:
+        record["expires_at"] = float(expires)
+    return record
+
+
+def item_from_record(record: Any, fallback_id: str) -> MemoryItem:
+    """A validated item from one decoded JSON record; ValueError says what is wrong.
+
+    ``fallback_id`` names a record that has no ``id`` of its own (a stable one, so that
+    importing the same file twice adds nothing).
+    """
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    if "content" not in record:
+        raise ValueError("no 'content'")
+    tags = record.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ValueError("'tags' is not a list of strings")
+    metadata = record.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ValueError("'metadata' is not an object")
+    namespace = record.get("namespace") or ""
+    if not isinstance(namespace, str):
+        raise ValueError("'namespace' is not a string")
+    expires = record.get("expires_at")
+    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int | float)):
+        raise ValueError("'expires_at' is not a number")
+    raw_id = record.get("id")
+    identity = item_id(raw_id) if raw_id is not None else fallback_id
+    return MemoryItem(
+        record["content"],
+        list(tags),
+        dict(metadata),
+        identity,
+        namespace,
+        None if expires is None else float(expires),
+    )
+
+
+def line_id(line: bytes) -> str:
+    """The id of a JSONL line that has none: derived from the line, so it is stable."""
+    return str(uuid.uuid5(_ID_NAMESPACE, line.hex()))
+
+
+def digest_of(items: Sequence[MemoryItem]) -> str:
+    """What identifies a seed file's content: its items as records, hashed."""
+    digest = hashlib.sha256()
+    for item in items:
+        digest.update(canonical(record_of(item)).encode() + b"\n")
+    return digest.hexdigest()

@@ -1,0 +1,430 @@
+"""A memory store in PostgreSQL: one store for agents on many machines, teams kept apart.
+
+psycopg 3 (async) with a psycopg_pool connection pool; both are imported on first use, from
+the ``postgres`` extra. Full-text ranking is ``tsvector`` (a stored generated column, English
+configuration: stemming and stop words) with ``ts_rank_cd``; tags (``text[]``) and metadata
+(``jsonb``) have GIN indexes. Every row has a ``namespace``, and every query names one, so
+tenants and teams sharing the database never see each other's items.
+
+The schema (default ``composer``) is created or migrated on first use, under a transaction
+advisory lock so that many processes starting at once migrate it once; its version is in
+``store_meta``. A connection is checked when taken from the pool, so after the server
+restarts the next turn reconnects; while the server is down, taking a connection fails after
+``connect_timeout_s`` and the turn's provider fails (contained), never the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builtin_providers.stores.base import (
+    MemoryItem,
+    as_query,
+    body_of,
+    digest_of,
+    item_from_record,
+    query_words,
+    record_of,
+)
+from builtin_providers.stores.jsonl import JsonlMemoryStore
+from composer.plugin import StoreError
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+__all__ = ["SCHEMA_VERSION", "PostgresMemoryStore", "describe_dsn"]
+
+SCHEMA_VERSION = 1
+
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_MAX_BODY = 500_000  # characters indexed per item: a tsvector holds at most 1 MB
+
+# Each statement is formatted with the schema as {s} (quoted by psycopg.sql.Identifier).
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        f"""CREATE TABLE {{s}}.items (
+            seq bigserial PRIMARY KEY,
+            namespace text NOT NULL,
+            id text NOT NULL,
+            content text NOT NULL,
+            body text NOT NULL,
+            tags text[] NOT NULL,
+            metadata jsonb NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            expires_at double precision,
+            written_back boolean NOT NULL DEFAULT false,
+            tsv tsvector GENERATED ALWAYS AS
+                (to_tsvector('english'::regconfig, left(body, {_MAX_BODY}))) STORED,
+            UNIQUE (namespace, id)
+        )""",
+        "CREATE INDEX items_tsv ON {s}.items USING gin (tsv)",
+        "CREATE INDEX items_tags ON {s}.items USING gin (tags)",
+        "CREATE INDEX items_metadata ON {s}.items USING gin (metadata jsonb_path_ops)",
+        "CREATE INDEX items_namespace ON {s}.items (namespace, seq)",
+        "CREATE INDEX items_expiry ON {s}.items (expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE INDEX items_written_back ON {s}.items (namespace, seq) WHERE written_back",
+    ),
+}
+
+_COLUMNS = "id, content, tags, metadata, namespace, expires_at"
+_PURGE_BATCH = 500
+
+
+def describe_dsn(dsn: str) -> str:
+    """``dsn`` for messages: host, port and database, never a password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return "postgres"
+    where = f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
+    return f"postgres {where}/{parts.get('dbname') or ''}"
+
+
+class PostgresMemoryStore:
+    """composer's ``ItemStore`` in a PostgreSQL schema; the pool opens on first use."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "composer",
+        pool_size: int = 4,
+        connect_timeout_s: float = 5.0,
+        seed: Path | str | None = None,
+    ) -> None:
+        if not _IDENTIFIER.fullmatch(schema):
+            raise ValueError(f"schema {schema!r} is not a lower-case SQL identifier")
+        self.dsn = dsn
+        self.schema = schema
+        self.pool_size = pool_size
+        self.connect_timeout_s = connect_timeout_s
+        self.seed = Path(seed) if seed is not None else None
+        self._where = describe_dsn(dsn)
+        # A pool belongs to the event loop it was opened in; a store shared by a manifest may
+        # be used from several (one asyncio.run per CLI command or test).
+        self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"PostgresMemoryStore({self._where!r}, schema={self.schema!r})"
+
+    # ------------------------------------------------------------------ the store contract
+
+    async def store(self, item: Any) -> str:
+        record = record_of(item)
+        await self.add([item_from_record(record, record["id"])])
+        return str(record["id"])
+
+    async def add(
+        self, items: Sequence[MemoryItem], *, written_back: bool = False, cap: int | None = None
+    ) -> int:
+        if not items:
+            return 0
+        async with self._guard(), self._connection() as conn, conn.transaction():
+            new = await self._insert(conn, items, written_back)
+            if written_back and cap is not None:
+                for namespace in sorted({item.namespace for item in items}):
+                    await conn.execute(
+                        self._sql(
+                            "DELETE FROM {s}.items WHERE seq IN (SELECT seq FROM {s}.items"
+                            " WHERE namespace = %s AND written_back"
+                            " ORDER BY seq DESC OFFSET %s)"
+                        ),
+                        (namespace, cap),
+                    )
+            await conn.execute(
+                self._sql(
+                    "DELETE FROM {s}.items WHERE seq IN (SELECT seq FROM {s}.items"
+                    " WHERE expires_at <= %s LIMIT %s)"
+                ),
+                (time.time(), _PURGE_BATCH),
+            )
+            return new
+
+    async def retrieve(self, item_id: Any, namespace: str = "") -> MemoryItem | None:
+        rows = await self._select(
+            f"SELECT {_COLUMNS}, NULL FROM {{s}}.items WHERE namespace = %s AND id = %s"
+            " AND (expires_at IS NULL OR expires_at > %s)",
+            [namespace, str(item_id), time.time()],
+        )
+        return rows[0] if rows else None
+
+    async def search(self, query: Any) -> list[MemoryItem]:
+        spec = as_query(query)
+        if spec.limit <= 0:
+            return []
+        where = ["namespace = %s", "(expires_at IS NULL OR expires_at > %s)"]
+        args: list[Any] = [spec.namespace, time.time()]
+        if spec.tags:
+            where.append("tags && %s::text[]")
+            args.append(list(spec.tags))
+        if spec.filters:
+            from psycopg.types.json import Jsonb
+
+            where.append("metadata @> %s")  # the GIN index narrows; equality below is exact
+            args.append(Jsonb(spec.filters))
+            for key, value in spec.filters.items():
+                where.append("metadata -> %s = %s")
+                args += [key, Jsonb(value)]
+        if spec.text and spec.match == "fulltext":
+            words = query_words(spec.text)
+            if not words:
+                return []
+            where.insert(0, "tsv @@ q")
+            if spec.min_score is not None:
+                where.append("ts_rank_cd(tsv, q) >= %s")
+                args.append(spec.min_score)
+            sql = (
+                f"SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS score"
+                " FROM {s}.items, to_tsquery('english'::regconfig, %s) AS q"
+                f" WHERE {' AND '.join(where)} ORDER BY score DESC, seq LIMIT %s"
+            )
+            args.insert(0, " | ".join(words))
+        else:
+            if spec.text:
+                where.append("strpos(lower(body), %s) > 0")
+                args.append(spec.text.lower())
+            sql = (
+                f"SELECT {_COLUMNS}, NULL FROM {{s}}.items WHERE {' AND '.join(where)}"
+                " ORDER BY seq LIMIT %s"
+            )
+        return await self._select(sql, [*args, spec.limit])
+
+    async def export(self, namespace: str | None = None) -> list[MemoryItem]:
+        where = "(expires_at IS NULL OR expires_at > %s)"
+        args: list[Any] = [time.time()]
+        if namespace is not None:
+            where += " AND namespace = %s"
+            args.append(namespace)
+        return await self._select(
+            f"SELECT {_COLUMNS}, NULL FROM {{s}}.items WHERE {where} ORDER BY seq", args
+        )
+
+    async def counts(self) -> dict[str, int]:
+        async with self._guard(), self._connection() as conn:
+            cursor = await conn.execute(
+                self._sql(
+                    "SELECT namespace, count(*) FROM {s}.items"
+                    " WHERE expires_at IS NULL OR expires_at > %s"
+                    " GROUP BY namespace ORDER BY namespace"
+                ),
+                (time.time(),),
+            )
+            return {str(namespace): int(n) for namespace, n in await cursor.fetchall()}
+
+    async def aclose(self) -> None:
+        """Close the pool of the running loop; pools of loops that are gone are dropped."""
+        pools, self._pools = self._pools, {}
+        loop = asyncio.get_running_loop()
+        pool = pools.pop(loop, None)
+        if pool is not None:
+            await pool.close()
+
+    async def drop_schema(self) -> None:
+        """Remove the schema and everything in it (tests and ``composer memory`` only)."""
+        from psycopg import sql
+
+        async with self._guard(), self._connection(migrate=False) as conn:
+            statement = sql.SQL("DROP SCHEMA IF EXISTS {s} CASCADE")
+            await conn.execute(statement.format(s=sql.Identifier(self.schema)))
+        self._ready = False
+
+    # ------------------------------------------------------------------ connections
+
+    def _connection(self, *, migrate: bool = True) -> Any:
+        return _PooledConnection(self, migrate)
+
+    async def _pool(self) -> AsyncConnectionPool[Any]:
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            try:
+                from psycopg_pool import AsyncConnectionPool
+            except ImportError as e:
+                raise StoreError(
+                    "the postgres memory store needs psycopg 3 and psycopg_pool: "
+                    "pip install 'context-composer[postgres]'"
+                ) from e
+            for old in [other for other in self._pools if other.is_closed()]:
+                del self._pools[old]
+            pool = AsyncConnectionPool(
+                self.dsn,
+                min_size=1,
+                max_size=self.pool_size,
+                open=False,
+                timeout=self.connect_timeout_s,
+                check=AsyncConnectionPool.check_connection,
+                kwargs={
+                    "autocommit": True,
+                    "connect_timeout": max(1, round(self.connect_timeout_s)),
+                },
+                name=f"composer-memory-{self.schema}",
+            )
+            await pool.open(wait=False)
+            self._pools[loop] = pool
+        return pool
+
+    async def _migrate(self, conn: AsyncConnection[Any]) -> None:
+        if self._ready:
+            return
+        from psycopg import sql
+
+        lock = int.from_bytes(hashlib.sha256(f"composer:{self.schema}".encode()).digest()[:8])
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock - (1 << 63),))
+            await conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {s}").format(s=sql.Identifier(self.schema))
+            )
+            await conn.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {s}.store_meta"
+                    " (key text PRIMARY KEY, value text NOT NULL)"
+                )
+            )
+            version = int(await self._meta(conn, "schema_version") or 0)
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"memory database {self._where}: schema {self.schema} is at version "
+                    f"{version}, newer than this composer's ({SCHEMA_VERSION})"
+                )
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[step]:
+                    await conn.execute(self._sql(statement))
+            await self._set_meta(conn, "schema_version", str(SCHEMA_VERSION))
+            if self.seed is not None:
+                await self._import_seed(conn, self.seed)
+        self._ready = True
+
+    async def _import_seed(self, conn: AsyncConnection[Any], seed: Path) -> None:
+        items = await asyncio.to_thread(JsonlMemoryStore(seed).items)
+        digest = digest_of(items)
+        if await self._meta(conn, "seed") != digest:
+            await self._insert(conn, items, False)
+            await self._set_meta(conn, "seed", digest)
+
+    async def _meta(self, conn: AsyncConnection[Any], key: str) -> str | None:
+        cursor = await conn.execute(
+            self._sql("SELECT value FROM {s}.store_meta WHERE key = %s"), (key,)
+        )
+        row = await cursor.fetchone()
+        return None if row is None else str(row[0])
+
+    async def _set_meta(self, conn: AsyncConnection[Any], key: str, value: str) -> None:
+        await conn.execute(
+            self._sql(
+                "INSERT INTO {s}.store_meta (key, value) VALUES (%s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            ),
+            (key, value),
+        )
+
+    async def _insert(
+        self, conn: AsyncConnection[Any], items: Sequence[MemoryItem], written_back: bool
+    ) -> int:
+        from psycopg.types.json import Jsonb
+
+        rows = [
+            (
+                item.namespace,
+                item.id,
+                json.dumps(item.content, ensure_ascii=False, default=str),
+                body_of(item.content).replace("\x00", ""),
+                list(item.tags),
+                Jsonb(item.metadata, dumps=_dumps),
+                item.expires_at,
+                written_back,
+            )
+            for item in items
+        ]
+        async with conn.cursor() as cursor:
+            await cursor.executemany(
+                self._sql(
+                    "INSERT INTO {s}.items (namespace, id, content, body, tags, metadata,"
+                    " expires_at, written_back) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT (namespace, id) DO NOTHING RETURNING seq"
+                ),
+                rows,
+                returning=True,
+            )
+            new = 0
+            while True:
+                new += len(await cursor.fetchall())
+                if not cursor.nextset():
+                    return new
+
+    async def _select(self, statement: str, args: list[Any]) -> list[MemoryItem]:
+        async with self._guard(), self._connection() as conn:
+            cursor = await conn.execute(self._sql(statement), args)
+            rows = await cursor.fetchall()
+        return [
+            MemoryItem(
+                json.loads(content),
+                list(tags),
+                dict(metadata),
+                item_id,
+                namespace,
+                expires_at,
+                None if score is None else float(score),
+            )
+            for item_id, content, tags, metadata, namespace, expires_at, score in rows
+        ]
+
+    def _sql(self, statement: str) -> Any:
+        from psycopg import sql
+
+        return sql.SQL(statement).format(s=sql.Identifier(self.schema))
+
+    @contextlib.asynccontextmanager
+    async def _guard(self) -> AsyncIterator[None]:
+        """A database failure becomes the provider's StoreError (no DSN, so no password)."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as e:
+            import psycopg
+
+            if not isinstance(e, psycopg.Error):
+                raise
+            lines = str(e).strip().splitlines()
+            detail = lines[0] if lines else type(e).__name__
+            raise StoreError(f"memory database {self._where}: {detail}") from e
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class _PooledConnection:
+    """``async with``: a connection from the running loop's pool, the schema migrated."""
+
+    def __init__(self, store: PostgresMemoryStore, migrate: bool) -> None:
+        self.store = store
+        self.migrate = migrate
+        self._context: Any = None
+
+    async def __aenter__(self) -> AsyncConnection[Any]:
+        pool = await self.store._pool()
+        self._context = pool.connection()
+        conn: AsyncConnection[Any] = await self._context.__aenter__()
+        if self.migrate:
+            try:
+                await self.store._migrate(conn)
+            except BaseException as e:
+                await self._context.__aexit__(type(e), e, e.__traceback__)
+                raise
+        return conn
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._context.__aexit__(*exc)
