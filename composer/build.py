@@ -26,6 +26,7 @@ from composer.hooks import CacheKey, Closeable, Constant, Progress, WarmUp, Writ
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
 from composer.outcomes import Turn, current_turn, note
 from composer.plugin import BuildContext
+from composer.redis_cache import RedisCache
 from composer.registry import (
     BranchLike,
     ContextProvider,
@@ -307,11 +308,19 @@ def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) ->
 
 
 def _cache_of(config: ProviderConfig, context: BuildContext) -> ContextCache | None:
-    """The provider's cache, one per provider name per loaded manifest (shared by branches)."""
+    """The provider's cache, one per provider name per loaded manifest (shared by branches);
+    in Redis when ``runtime.cache`` says so, else in this process."""
     if config.cache is None:
         return None
-    size = config.cache.max_entries
-    cache: ContextCache = context.shared(f"cache:{config.name}", lambda: InProcessCache(size))
+    backend = context.manifest.runtime.cache
+    if backend is not None:
+        redis = backend.redis
+        make: Callable[[], ContextCache] = functools.partial(
+            RedisCache, redis.url, prefix=f"{redis.prefix}{config.name}:", timeout_s=redis.timeout_s
+        )
+    else:
+        make = functools.partial(InProcessCache, config.cache.max_entries)
+    cache: ContextCache = context.shared(f"cache:{config.name}", make)
     return cache
 
 

@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from composer.hooks import Closeable
-from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr
+from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr, VariableUse
 from composer.templating import Expression, Template, template_check_exact
 
 if TYPE_CHECKING:
@@ -41,10 +41,12 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BUDGET",
     "WRAP_NAMES",
+    "CacheBackendConfig",
     "CacheConfig",
     "Manifest",
     "ManifestPath",
     "ProviderConfig",
+    "RedisCacheConfig",
     "RuntimeConfig",
     "StrictModel",
     "manifest_model",
@@ -206,6 +208,36 @@ class ProviderConfig(StrictModel):
     )
 
 
+class RedisCacheConfig(StrictModel):
+    """Where a shared cache lives in Redis."""
+
+    url: str = Field(
+        min_length=1,
+        description="redis:// or rediss:// URL (needs the redis extra); a password goes in ${VAR}.",
+    )
+    prefix: str = Field(
+        "composer:",
+        description=(
+            "Start of every key (then the provider name): give each manifest and environment "
+            "its own."
+        ),
+    )
+    timeout_s: float = Field(
+        0.25,
+        gt=0,
+        le=10,
+        description="Longest wait for Redis; past it the cache is skipped and the provider called.",
+    )
+
+
+class CacheBackendConfig(StrictModel):
+    """Where the providers' `cache` entries live."""
+
+    redis: RedisCacheConfig = Field(
+        description="Shared by every process and machine that uses the same server and prefix."
+    )
+
+
 class RuntimeConfig(StrictModel):
     """Opt-in runtime features beyond ADR-0008; left out, the behaviour is the ADR's exactly."""
 
@@ -228,6 +260,13 @@ class RuntimeConfig(StrictModel):
     wrap: WrapTemplate | None = Field(
         None,
         description="The default `wrap` of every provider that has none of its own.",
+    )
+    cache: CacheBackendConfig | None = Field(
+        None,
+        description=(
+            "Where provider caches live: left out, in this process (each provider's "
+            "`max_entries`); `{redis: {url: ...}}` shares them between processes and machines."
+        ),
     )
 
 
@@ -256,6 +295,7 @@ class Manifest(StrictModel):
     _shared: dict[str, Any] = PrivateAttr(default_factory=dict)
     _origins: dict[KeyPath, Origin] = PrivateAttr(default_factory=dict)
     _types: ProviderTypes | None = PrivateAttr(None)
+    _variables: tuple[VariableUse, ...] = PrivateAttr(())
 
     @property
     def path(self) -> Path | None:
@@ -295,6 +335,11 @@ class Manifest(StrictModel):
         each origin names the file (base or overlay) that set the final value.
         """
         return MappingProxyType(self._origins)
+
+    @property
+    def variables(self) -> tuple[VariableUse, ...]:
+        """Every ``${NAME}`` the effective manifest reads, in file order, with where it stands."""
+        return self._variables
 
     def origin(self, *keys: str | int) -> Origin | None:
         """The origin of the value at ``keys`` (e.g. ``origin("providers", "status")``), if any."""
