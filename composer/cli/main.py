@@ -27,6 +27,7 @@ from composer import __version__
 from composer.catalog import ProviderTypes
 from composer.cli.checks import manifest_warnings
 from composer.cli.explain import diff_manifests, explain_lines
+from composer.cli.memory import add_memory
 from composer.cli.preview import (
     DEFAULT_SYSTEM,
     Preview,
@@ -490,6 +491,7 @@ COMMANDS: list[Callable[[Any], None]] = [
     add_explain,
     add_diff,
     add_schema,
+    add_memory,
 ]
 """The subcommands, in ``--help`` order; a new one appends its ``add_<name>`` here."""
 

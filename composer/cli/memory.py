@@ -1,0 +1,190 @@
+"""``composer memory import|export|stats``: move memory items between stores, with counts checked.
+
+A store is named by a short spec (``builtin_providers.stores.open_store``): a path ending in
+``.jsonl``, ``.sqlite``, ``.sqlite3`` or ``.db``, ``jsonl:PATH``, ``sqlite:PATH``, or a
+``postgresql://`` URL (keep its password out of the command line: libpq reads
+``PGPASSWORD`` and ``~/.pgpass``). Items keep their ids, so importing the same items twice
+adds nothing; after an import every item read must be found in the target, else exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the stores are imported when the command runs: --help stays light
+    from builtin_providers.stores import ItemStore
+    from composer.cli.main import Output
+
+__all__ = ["add_memory", "run_memory"]
+
+_STORE_HELP = "a .jsonl, .sqlite or .db path, jsonl:PATH, sqlite:PATH, or a postgresql:// URL"
+
+
+def add_memory(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "memory",
+        help="import, export and count memory items (JSONL, SQLite, PostgreSQL)",
+        description=(
+            "Move memory items between stores, ids kept, and count them. A STORE is "
+            f"{_STORE_HELP}. Exit 1 when a store fails or a count does not add up."
+        ),
+    )
+    actions = parser.add_subparsers(metavar="ACTION", required=True)
+    schema = argparse.ArgumentParser(add_help=False)
+    schema.add_argument(
+        "--schema", default="composer", help="the PostgreSQL schema (default: composer)"
+    )
+
+    importing = actions.add_parser(
+        "import",
+        parents=[schema],
+        help="copy the items of SOURCE into TARGET",
+        description=(
+            "Copy the live items of SOURCE into TARGET. Items whose id TARGET already holds "
+            "(in the same namespace) are left as they are. Then every item read is looked for "
+            "in TARGET: exit 1 if any is missing."
+        ),
+    )
+    importing.add_argument("source", metavar="SOURCE", help=_STORE_HELP)
+    importing.add_argument("target", metavar="TARGET", help=_STORE_HELP)
+    importing.add_argument(
+        "--namespace", help="only the items of this namespace (default: every namespace)"
+    )
+    importing.add_argument("--into", help="store them in this namespace instead of their own")
+    importing.set_defaults(run=run_memory, action=_import)
+
+    exporting = actions.add_parser(
+        "export",
+        parents=[schema],
+        help="write the items of STORE as JSONL",
+        description=(
+            "Write the live items of STORE, one JSON object per line (id, content, tags, "
+            "metadata, namespace, expires_at), to OUTPUT (a .jsonl file, appended to, ids "
+            "already there skipped) or to standard output. The count goes to standard error."
+        ),
+    )
+    exporting.add_argument("store", metavar="STORE", help=_STORE_HELP)
+    exporting.add_argument("output", metavar="OUTPUT", nargs="?", default="-")
+    exporting.add_argument("--namespace", help="only this namespace (default: every namespace)")
+    exporting.set_defaults(run=run_memory, action=_export)
+
+    stats = actions.add_parser(
+        "stats",
+        parents=[schema],
+        help="count the live items of STORE per namespace",
+        description="Count the live (unexpired) items of STORE, per namespace.",
+    )
+    stats.add_argument("store", metavar="STORE", help=_STORE_HELP)
+    stats.set_defaults(run=run_memory, action=_stats)
+
+
+def run_memory(args: argparse.Namespace, output: Output) -> int:
+    from composer.errors import ComposerError
+
+    action: Callable[[argparse.Namespace, Output, list[ItemStore]], Awaitable[int]] = args.action
+    opened: list[ItemStore] = []
+
+    async def run() -> int:
+        try:
+            return await action(args, output, opened)
+        finally:
+            for store in opened:
+                await store.aclose()
+
+    try:
+        return asyncio.run(run())
+    except ValueError as e:
+        output.error(f"composer memory: {e}")
+        return 2
+    except ComposerError as e:
+        output.error(f"composer memory: {e}")
+        return 1
+
+
+def _open(spec: str, args: argparse.Namespace, opened: list[ItemStore]) -> ItemStore:
+    from builtin_providers.stores import open_store
+
+    store = open_store(spec, schema=args.schema)
+    opened.append(store)
+    return store
+
+
+def _shown(store: ItemStore) -> str:
+    """A store as messages name it: its path, or host and database (never a password)."""
+    from builtin_providers.stores import PostgresMemoryStore
+
+    if isinstance(store, PostgresMemoryStore):
+        return repr(store)
+    return str(getattr(store, "path", store))
+
+
+def _namespaces(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name or '(default)'}: {n}" for name, n in sorted(counts.items()))
+
+
+async def _import(args: argparse.Namespace, output: Output, opened: list[ItemStore]) -> int:
+    source = _open(args.source, args, opened)
+    target = _open(args.target, args, opened)
+    items = await source.export(args.namespace)
+    if args.into is not None:
+        items = [dataclasses.replace(item, namespace=args.into) for item in items]
+    before = sum((await target.counts()).values())
+    added = await target.add(items)
+    held = {(item.namespace, item.id) for item in await target.export()}
+    missing = sum(1 for item in items if (item.namespace, item.id) not in held)
+    after = await target.counts()
+    output.print(
+        f"read {len(items)} items from {_shown(source)}; added {added}, "
+        f"{len(items) - added} already there"
+    )
+    output.print(f"{_shown(target)}: {sum(after.values())} items ({_namespaces(after)})")
+    if missing:
+        output.error(f"composer memory: {missing} of the items read are not in the target")
+        return 1
+    if sum(after.values()) < before + added:
+        output.error(
+            f"composer memory: the target holds {sum(after.values())} items, fewer than the "
+            f"{before} before plus the {added} added (expired or deleted meanwhile?)"
+        )
+        return 1
+    return 0
+
+
+async def _export(args: argparse.Namespace, output: Output, opened: list[ItemStore]) -> int:
+    store = _open(args.store, args, opened)
+    from builtin_providers.stores import JsonlMemoryStore
+    from builtin_providers.stores.base import record_of
+
+    items = await store.export(args.namespace)
+    if args.output == "-":
+        for item in items:
+            output.json(json.dumps(record_of(item), ensure_ascii=False, default=str))
+        output.warning(f"exported {len(items)} items from {_shown(store)}")
+        return 0
+    target = JsonlMemoryStore(args.output)
+    opened.append(target)
+    added = await target.add(items)
+    output.print(
+        f"exported {len(items)} items from {_shown(store)} to {args.output}: added {added}, "
+        f"{len(items) - added} already there"
+    )
+    held = {(item.namespace, item.id) for item in await target.export()}
+    missing = sum(1 for item in items if (item.namespace, item.id) not in held)
+    if missing:
+        output.error(f"composer memory: {missing} of the items exported are not in the file")
+        return 1
+    return 0
+
+
+async def _stats(args: argparse.Namespace, output: Output, opened: list[ItemStore]) -> int:
+    store = _open(args.store, args, opened)
+    counts = await store.counts()
+    output.print(f"{_shown(store)}: {sum(counts.values())} items in {len(counts)} namespaces")
+    for name, n in sorted(counts.items()):
+        output.print(f"  {name or '(default)'}: {n}")
+    return 0
