@@ -8,7 +8,8 @@
     ├── TemplateError                              a Jinja template failed to compile or render
     ├── ProviderError                              a provider failed at run time (the registry contains it)
     │   └── StoreError                             a memory store could not be read or written
-    └── TokenizerError                             the vendored o200k_base file is missing or corrupt
+    ├── TokenizerError                             the vendored o200k_base file is missing or corrupt
+    └── ServeError                                 `composer serve` cannot start as configured
 
 Catch ``ComposerError`` to handle every one of them in a single clause. A plugin that cannot be
 loaded fails only the manifests that name its type, as a located ``ManifestError`` naming the
@@ -25,6 +26,7 @@ __all__ = [
     "ManifestError",
     "PluginError",
     "ProviderError",
+    "ServeError",
     "SettingsError",
     "StoreError",
     "TemplateError",
@@ -121,3 +123,8 @@ class StoreError(ProviderError):
 
 class TokenizerError(ComposerError):
     """The vendored tokenizer file could not be loaded or did not match its SHA-256."""
+
+
+class ServeError(ComposerError):
+    """``composer serve`` cannot start as asked: a non-loopback address without a token, an
+    unreadable token file, or the ``serve`` extra not installed."""

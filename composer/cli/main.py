@@ -37,6 +37,7 @@ from composer.cli.preview import (
     run_preview,
 )
 from composer.cli.schema import manifest_schema
+from composer.cli.serve import add_serve
 from composer.errors import ComposerError, ManifestError, SettingsError
 from composer.manifest import Manifest
 from composer.manifest.loader import load_manifest
@@ -492,6 +493,7 @@ COMMANDS: list[Callable[[Any], None]] = [
     add_diff,
     add_schema,
     add_memory,
+    add_serve,
 ]
 """The subcommands, in ``--help`` order; a new one appends its ``add_<name>`` here."""
 
@@ -502,6 +504,7 @@ examples:
   composer preview configs --env dev --instruction "the API returns 502s"
   composer explain configs --env prod
   composer diff configs --env staging --env prod
+  composer serve configs --env prod              (HTTP; --mcp-stdio for an MCP client)
 
 environment:
   COMPOSER_MANIFEST, COMPOSER_ENV   default MANIFEST and --env

@@ -1,0 +1,134 @@
+"""``composer serve``: the manifest's context over HTTP and MCP (the ``serve`` extra).
+
+Only argparse is imported here, so ``composer --help`` stays fast; Starlette, uvicorn and the
+MCP SDK are imported when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from composer.cli.main import Output
+
+__all__ = ["add_serve", "run_serve"]
+
+_EXTRA_HINT = "pip install 'context-composer[serve]'"
+
+
+def add_serve(subparsers: Any) -> None:
+    from composer.cli.main import _add_manifest_arguments
+
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve composed context over HTTP (and MCP), or MCP over stdio",
+        description=(
+            "Load MANIFEST once and serve turns for any number of branches: an HTTP API "
+            "(POST /v1/turns, POST /v1/branches/ID/writeback, GET /v1/manifest, /healthz, "
+            "/readyz, /openapi.json) with MCP over streamable HTTP at /mcp; or, with "
+            "--mcp-stdio, an MCP server on stdin/stdout for a client that starts it. Without "
+            "a token (--token-file, or the variable named by --token-var) it listens only on "
+            "a loopback address. Needs the serve extra: " + _EXTRA_HINT
+        ),
+    )
+    _add_manifest_arguments(parser)
+    parser.add_argument(
+        "--mcp-stdio",
+        action="store_true",
+        help="serve MCP on stdin/stdout instead of HTTP (what an MCP client starts)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port (8080; 0: any free port)")
+    parser.add_argument(
+        "--token-var",
+        default="COMPOSER_SERVE_TOKEN",
+        metavar="NAME",
+        help="variable holding the bearer token, looked up like ${NAME} (COMPOSER_SERVE_TOKEN)",
+    )
+    parser.add_argument("--token-file", type=Path, help="read the bearer token from this file")
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=1 << 20, help="largest request body (1 MiB)"
+    )
+    parser.add_argument(
+        "--rate-limit",
+        type=float,
+        default=100.0,
+        metavar="PER_SECOND",
+        help="requests a second per client address, in bursts of twice that (100; 0: off)",
+    )
+    parser.add_argument(
+        "--max-branches", type=int, default=1000, help="branches kept, least recently used go"
+    )
+    parser.add_argument(
+        "--branch-ttl",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="drop a branch after this long without a turn (3600)",
+    )
+    parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.set_defaults(run=run_serve)
+
+
+def run_serve(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.main import _load, _log_records_to
+    from composer.errors import ComposerError
+
+    missing = [m for m in ("mcp", "starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        output.error(f"composer serve: {', '.join(missing)} not installed: {_EXTRA_HINT}")
+        return 1
+    if args.max_branches < 1 or args.max_body_bytes < 1 or args.rate_limit < 0:
+        output.error("composer serve: --max-branches and --max-body-bytes must be positive")
+        return 2
+    manifest = _load(args, output)
+    if manifest is None:
+        return 1
+    from composer.serve.service import ContextService
+
+    service = ContextService(
+        manifest, env=args.env, max_branches=args.max_branches, idle_ttl_s=args.branch_ttl
+    )
+    try:
+        with _log_records_to(output, manifest.redact):
+            if args.mcp_stdio:
+                from composer.serve.mcp_server import run_stdio
+
+                asyncio.run(run_stdio(service))
+            else:
+                _serve_http(args, output, service)
+    except KeyboardInterrupt:
+        return 0
+    except ComposerError as e:
+        output.error(manifest.redact(f"composer serve: {e}"))
+        return 1
+    return 0
+
+
+def _serve_http(args: argparse.Namespace, output: Output, service: Any) -> None:
+    from composer.serve.auth import check_bind, load_token
+    from composer.serve.http import ServeOptions, create_app
+    from composer.serve.runner import bind, serve
+
+    token = load_token(variable=args.token_var, file=args.token_file)
+    check_bind(args.host, token)
+    options = ServeOptions(
+        token=token,
+        max_body_bytes=args.max_body_bytes,
+        rate=args.rate_limit,
+        burst=max(1, int(args.rate_limit * 2)),
+        host=args.host,
+    )
+    app = create_app(service, options)
+    sock = bind(args.host, args.port)
+
+    def started(url: str) -> None:
+        guard = "bearer token required" if token else "no token: loopback only"
+        output.print(f"composer serve: listening on {url} ({guard}); MCP at {url}/mcp")
+        output.out.flush()
+
+    serve(app, sock, access_log=args.access_log, started=started)

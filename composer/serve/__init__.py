@@ -1,0 +1,15 @@
+"""Serve composed context to any agent: ``composer serve`` (the ``serve`` extra).
+
+* ``service``: one manifest, branches by id (``branches``), turns, writebacks;
+* ``http``: the HTTP context server (Starlette on uvicorn), with ``auth``, ``limits``,
+  ``responses``, its body ``models`` and its ``openapi`` document;
+* ``mcp_server``: the same turn as an MCP server, over stdio or streamable HTTP;
+* ``runner``: listening (loopback unless there is a token) and graceful shutdown.
+
+Importing this package imports neither Starlette nor the MCP SDK; its modules do.
+"""
+
+from composer.serve.branches import BranchEntry, BranchStore
+from composer.serve.service import ContextService
+
+__all__ = ["BranchEntry", "BranchStore", "ContextService"]

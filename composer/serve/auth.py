@@ -1,0 +1,101 @@
+"""Who may call the server: one bearer token, and where a server may listen without one.
+
+The token comes from a variable (looked up like a manifest's ``${VAR}``: the environment,
+``.env``, then the secrets directory) or a file. Without a token the server listens only on a
+loopback address: anything else would hand the manifest's context to the network.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Collection
+from pathlib import Path
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from composer.errors import ServeError, SettingsError
+from composer.manifest.settings import load_settings, read_settings_file
+from composer.serve.responses import error_response
+
+__all__ = ["TOKEN_VARIABLE", "BearerAuth", "check_bind", "is_loopback", "load_token"]
+
+TOKEN_VARIABLE = "COMPOSER_SERVE_TOKEN"
+
+
+def load_token(*, variable: str = TOKEN_VARIABLE, file: Path | None = None) -> str | None:
+    """The bearer token from ``file`` when given, else the variable; None when neither has one.
+
+    An empty token is refused (a server "protected" by the empty string is not).
+    """
+    try:
+        if file is not None:
+            text = read_settings_file(file, "token file")
+            if text is None:
+                raise ServeError(f"token file {str(file)!r} does not exist")
+        else:
+            text = load_settings().variables().get(variable)
+            if text is None:
+                return None
+    except SettingsError as e:
+        raise ServeError(str(e)) from e
+    except OSError as e:
+        raise ServeError(f"token file {str(file)!r}: {e.strerror or e}") from e
+    token = text.strip()
+    if not token:
+        where = f"token file {str(file)!r}" if file is not None else f"${variable}"
+        raise ServeError(f"{where} is empty")
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to listen on a non-loopback ``host`` without a token."""
+    if token is None and not is_loopback(host):
+        raise ServeError(
+            f"refusing to listen on {host} without a token: set ${TOKEN_VARIABLE} (or "
+            "--token-file), or listen on 127.0.0.1"
+        )
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request outside ``open_paths`` needs the bearer token."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        *,
+        open_paths: Collection[str],
+    ) -> None:
+        self.app = app
+        self._token = token.encode("utf-8")
+        self._open = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self._open or self._allowed(scope):
+            await self.app(scope, receive, send)
+            return
+        refusal = error_response(
+            401,
+            "unauthorized",
+            "a valid bearer token is required (Authorization: Bearer <token>)",
+            headers={"WWW-Authenticate": 'Bearer realm="composer"'},
+        )
+        await refusal(scope, receive, send)
+
+    def _allowed(self, scope: Scope) -> bool:
+        header = Headers(scope=scope).get("authorization", "")
+        scheme, _, value = header.partition(" ")
+        given = value.strip().encode("latin-1")  # header bytes as sent
+        return scheme.lower() == "bearer" and hmac.compare_digest(given, self._token)

@@ -1,0 +1,114 @@
+"""Branches kept by id for a server: a bounded LRU with an idle TTL.
+
+Each branch has its own registry (ADR-0008 D1), built from the one loaded manifest, so heavy
+provider state (an index, a connection, an MCP session) is shared through the manifest, as
+``attach`` does it. Turns on one branch run one at a time (the turn path keeps per-turn state
+on the branch); turns on different branches run concurrently. A branch idle for longer than
+the TTL, or the least recently used one when there are too many, is dropped and its registry
+closed; a branch in use is never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from composer.build import ManifestRegistry
+from composer.turn import Branch
+
+__all__ = ["BranchEntry", "BranchStore"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BranchEntry:
+    """One kept branch: the branch, its registry, and what the server remembers of it."""
+
+    branch: Branch
+    registry: ManifestRegistry
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = 0.0
+    users: int = 0
+    last_guidance: str | None = None
+
+
+class BranchStore:
+    """At most ``max_branches`` branches, each dropped after ``idle_ttl_s`` without a turn."""
+
+    def __init__(
+        self,
+        make: Callable[[str], BranchEntry],
+        *,
+        max_branches: int = 1000,
+        idle_ttl_s: float = 3600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_branches < 1:
+            raise ValueError("max_branches must be at least 1")
+        self._make = make
+        self.max_branches = max_branches
+        self.idle_ttl_s = idle_ttl_s
+        self._clock = clock
+        self._entries: OrderedDict[str, BranchEntry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, branch_id: object) -> bool:
+        return branch_id in self._entries
+
+    def peek(self, branch_id: str) -> BranchEntry | None:
+        """The branch kept under ``branch_id``, without touching its place or idle time."""
+        return self._entries.get(branch_id)
+
+    @contextlib.asynccontextmanager
+    async def use(self, branch_id: str) -> AsyncIterator[BranchEntry]:
+        """The branch called ``branch_id`` (made on first use), held for one turn at a time."""
+        entry = self._entries.get(branch_id)
+        if entry is None:
+            entry = self._make(branch_id)
+            self._entries[branch_id] = entry
+        self._entries.move_to_end(branch_id)
+        entry.last_used = self._clock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield entry
+        finally:
+            entry.users -= 1
+            entry.last_used = self._clock()
+            await self._evict()
+
+    async def _evict(self) -> None:
+        """Drop the idle-too-long, then the least recently used over the bound; close them."""
+        now = self._clock()
+        dropped: list[BranchEntry] = []
+        for branch_id, entry in list(self._entries.items()):
+            over = len(self._entries) > self.max_branches
+            idle = now - entry.last_used > self.idle_ttl_s
+            if not (over or idle):
+                break  # in LRU order: everything after was used more recently
+            if entry.users == 0:
+                dropped.append(self._entries.pop(branch_id))
+        for entry in dropped:
+            await _close(entry)
+
+    async def aclose(self) -> None:
+        """Drop every branch and close its registry (server shutdown)."""
+        entries = list(self._entries.values())
+        self._entries.clear()
+        for entry in entries:
+            await _close(entry)
+
+
+async def _close(entry: BranchEntry) -> None:
+    try:
+        await entry.registry.aclose()
+    except Exception:
+        logger.warning("closing the registry of branch %r failed", entry.branch.id, exc_info=True)

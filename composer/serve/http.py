@@ -1,0 +1,177 @@
+"""The HTTP context server: a Starlette app over one ``ContextService``.
+
+Routes: ``POST /v1/turns``, ``POST /v1/branches/{id}/writeback``, ``GET /v1/manifest``,
+``GET /healthz``, ``GET /readyz``, ``GET /openapi.json``, and the MCP server over streamable
+HTTP at ``/mcp``. Every answer is JSON, errors too (``422`` bad body, ``401`` no token, ``404``,
+``405``, ``413`` too large, ``429`` too many, ``500`` without a traceback). Middleware, outermost
+first: the rate limit, then the bearer token (health, readiness and the OpenAPI document are
+open: they say nothing of the manifest). The lifespan starts the MCP session manager and the
+providers' warm-up, and on shutdown closes every branch's registry and the manifest's shared
+state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from composer.serve.auth import BearerAuth
+from composer.serve.limits import RateLimit, read_body
+from composer.serve.models import BRANCH_ID_PATTERN, TurnRequest, WritebackRequest
+from composer.serve.openapi import openapi_document
+from composer.serve.responses import JsonResponse, error_response
+from composer.serve.service import ContextService
+
+__all__ = ["OPEN_PATHS", "ServeOptions", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
+"""Answered without a token and never rate limited: probes and the API's own description."""
+
+_STATUS_TYPES = {404: "not_found", 405: "method_not_allowed"}
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How the server guards itself; the defaults suit one host's agents."""
+
+    token: str | None = None
+    max_body_bytes: int = 1 << 20
+    rate: float = 100.0
+    """Requests a second per client address; 0 switches the limit off."""
+    burst: int = 200
+    mcp: bool = True
+    """Serve MCP over streamable HTTP at ``/mcp`` as well."""
+    host: str = "127.0.0.1"
+    """The address listened on: the MCP transport's DNS-rebinding guard depends on it."""
+
+
+def create_app(service: ContextService, options: ServeOptions | None = None) -> Starlette:
+    """The ASGI app serving ``service``; run it with uvicorn (``composer serve`` does)."""
+    options = options or ServeOptions()
+    limit = options.max_body_bytes
+
+    async def turn(request: Request) -> Response:
+        body = await read_body(request, limit)
+        if isinstance(body, Response):
+            return body
+        try:
+            parsed = TurnRequest.model_validate_json(body)
+        except ValidationError as e:
+            return _invalid(e)
+        return JsonResponse(await service.turn(parsed))
+
+    async def writeback(request: Request) -> Response:
+        branch_id = request.path_params["branch_id"]
+        if not _BRANCH_ID.fullmatch(branch_id):
+            return error_response(422, "invalid_body", f"a branch id matches {BRANCH_ID_PATTERN}")
+        body = await read_body(request, limit)
+        if isinstance(body, Response):
+            return body
+        try:
+            parsed = WritebackRequest.model_validate_json(body)
+        except ValidationError as e:
+            return _invalid(e)
+        return JsonResponse(await service.writeback(branch_id, parsed.action_responses))
+
+    async def manifest(request: Request) -> Response:
+        return JsonResponse(service.manifest_document())
+
+    async def health(request: Request) -> Response:
+        return JsonResponse({"status": "ok"})
+
+    async def ready(request: Request) -> Response:
+        readiness = service.readiness()
+        status = 200 if readiness.status == "ready" else 503
+        return JsonResponse(readiness.model_dump(mode="json"), status_code=status)
+
+    document = openapi_document()
+
+    async def openapi(request: Request) -> Response:
+        return JsonResponse(document)
+
+    routes: list[BaseRoute] = [
+        Route("/v1/turns", turn, methods=["POST"]),
+        Route("/v1/branches/{branch_id}/writeback", writeback, methods=["POST"]),
+        Route("/v1/manifest", manifest, methods=["GET"]),
+        Route("/healthz", health, methods=["GET"]),
+        Route("/readyz", ready, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ]
+    session_manager: Any = None
+    if options.mcp:
+        from composer.serve.mcp_server import mcp_http_routes
+
+        mcp_routes, session_manager = mcp_http_routes(service, options)
+        routes.extend(mcp_routes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(service.aclose)  # last: after the MCP sessions ended
+            if session_manager is not None:
+                await stack.enter_async_context(session_manager.run())
+            warming = asyncio.create_task(_warm_up(service))
+            try:
+                yield
+            finally:
+                warming.cancel()
+                await asyncio.gather(warming, return_exceptions=True)
+
+    middleware: list[Middleware] = []
+    if options.rate > 0:
+        middleware.append(
+            Middleware(RateLimit, rate=options.rate, burst=options.burst, exempt=OPEN_PATHS)
+        )
+    if options.token is not None:
+        middleware.append(Middleware(BearerAuth, token=options.token, open_paths=OPEN_PATHS))
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+    )
+
+
+_BRANCH_ID = re.compile(BRANCH_ID_PATTERN)
+
+
+async def _warm_up(service: ContextService) -> None:
+    try:
+        await service.warm_up()
+    except Exception:
+        logger.warning("warm-up failed; serving anyway", exc_info=True)
+        service.ready = True
+
+
+def _invalid(error: ValidationError) -> Response:
+    details = [
+        {"loc": list(item["loc"]), "msg": item["msg"], "type": item["type"]}
+        for item in error.errors(include_url=False, include_context=False, include_input=False)
+    ]
+    return error_response(422, "invalid_body", "the request body is not valid", details=details)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kind = _STATUS_TYPES.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, kind, exc.detail, headers=exc.headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    logger.error("request %s %s failed", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal", "the server failed on this request; see its log")

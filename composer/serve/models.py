@@ -1,0 +1,175 @@
+"""The HTTP API's bodies, as pydantic models: validated on the way in, documented in OpenAPI.
+
+Requests forbid unknown keys, so a misspelt field is a 422 rather than silently ignored.
+Responses carry the ADR's four report lists unchanged and, beside them, the fields this
+project adds (turn id, budget, tokens used, one typed outcome per provider).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from composer.outcomes import Outcome
+from composer.registry import ProviderReport
+
+__all__ = [
+    "BRANCH_ID_PATTERN",
+    "BranchIn",
+    "ErrorBody",
+    "ErrorDetail",
+    "Fired",
+    "Health",
+    "InstructionIn",
+    "ManifestOut",
+    "OutcomeOut",
+    "Readiness",
+    "ReportOut",
+    "TurnRequest",
+    "TurnResponse",
+    "WritebackRequest",
+    "WritebackResponse",
+]
+
+BRANCH_ID_PATTERN = r"^[A-Za-z0-9._~:@-]{1,128}$"
+"""Branch ids are path segments (``/v1/branches/{id}/writeback``): unreserved URL characters."""
+
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BranchIn(_Body):
+    """The conversation branch the turn belongs to; its registry is kept by ``id``."""
+
+    id: str = Field(pattern=BRANCH_ID_PATTERN, description="The branch's id (kept per id).")
+    name: str | None = Field(None, description="What templates see as `branch.name`.")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="What templates see as `branch.metadata`."
+    )
+
+
+class InstructionIn(_Body):
+    """The user's turn."""
+
+    text: str = Field(description="The instruction text (templates: `instruction.text`).")
+    guidance: Any = Field(
+        None,
+        description="Guidance folded after the injected blocks: text, or data rendered as YAML.",
+    )
+    context: Any = Field(None, description="What templates see as `instruction.context`.")
+
+
+class TurnRequest(_Body):
+    """One turn: the branch, its system text and the instruction."""
+
+    branch: BranchIn
+    system: str | None = Field(
+        None,
+        description="The branch's system text for this turn. Without it no provider is called "
+        "and every one is reported skipped (ADR-0008 D4).",
+    )
+    instruction: InstructionIn
+
+
+class Fired(_Body):
+    provider_name: str
+    tokens: int
+
+
+class OutcomeOut(_Body):
+    """What became of one registered provider this turn."""
+
+    name: str
+    outcome: Literal[OUTCOMES]  # type: ignore[valid-type]
+    tokens: int | None = None
+    duration_ms: float | None = None
+    error_type: str | None = None
+    error: str | None = Field(None, description="First line of a failure, secrets masked.")
+
+
+class ReportOut(_Body):
+    """The turn's ProviderReport: ADR-0008's four lists, then this project's fields."""
+
+    blocks: list[str]
+    fired: list[Fired]
+    skipped: list[str]
+    failed: list[str]
+    turn_id: str | None
+    budget: int | None
+    tokens_used: int
+    outcomes: list[OutcomeOut]
+
+    @classmethod
+    def of(cls, report: ProviderReport) -> ReportOut:
+        return cls(
+            blocks=list(report.blocks),
+            fired=[Fired(**row) for row in report.fired],
+            skipped=list(report.skipped),
+            failed=list(report.failed),
+            turn_id=report.turn_id,
+            budget=report.budget,
+            tokens_used=report.tokens_used,
+            outcomes=[OutcomeOut(**record._asdict()) for record in report.outcomes],
+        )
+
+
+class TurnResponse(_Body):
+    """What the model is sent for this turn, and the report of how it was composed."""
+
+    branch_id: str
+    guidance: str | None = Field(
+        description="system + injected blocks + guidance (ADR-0008 D4); null when the request "
+        "had neither system text nor guidance."
+    )
+    report: ReportOut | None = Field(
+        description="null when the manifest has no enabled provider (no provider pass ran)."
+    )
+
+
+class WritebackRequest(_Body):
+    """Action responses (tool results) to hand to the providers' writeback hooks (ADR D7)."""
+
+    action_responses: list[Any]
+
+
+class WritebackResponse(_Body):
+    branch_id: str
+    providers: list[str] = Field(description="The providers that have a writeback hook.")
+
+
+class ManifestOut(_Body):
+    """The effective manifest (after extends and overlays), every secret as `***`."""
+
+    path: str | None
+    env: str | None
+    manifest: dict[str, Any]
+
+
+class Health(_Body):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(_Body):
+    status: Literal["ready", "starting"]
+    warm_up_failures: dict[str, str] = Field(
+        default_factory=dict,
+        description="Providers whose warm-up failed (they fail again, contained, in their turns).",
+    )
+
+
+class ErrorDetail(_Body):
+    type: str = Field(description="A stable word: invalid_body, unauthorized, too_large, ...")
+    message: str
+    details: list[dict[str, Any]] | None = Field(
+        None, description="For invalid_body: each problem's location, message and type."
+    )
+
+
+class ErrorBody(_Body):
+    """Every error answer: a JSON body, never a traceback."""
+
+    error: ErrorDetail

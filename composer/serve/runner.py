@@ -1,0 +1,63 @@
+"""Listening: the socket, uvicorn, and a graceful stop.
+
+The socket is bound here, before uvicorn starts, so that ``--port 0`` can say which port it
+got. uvicorn stops on SIGINT or SIGTERM: it stops accepting, lets requests in flight finish
+(for up to ``graceful_s``), then runs the app's shutdown, which closes every provider.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from composer.errors import ServeError
+
+__all__ = ["bind", "serve"]
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (``port`` 0: any free port)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ServeError(f"cannot resolve {host!r}: {e.strerror}") from e
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise ServeError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    app: ASGIApp,
+    sock: socket.socket,
+    *,
+    graceful_s: int = 10,
+    access_log: bool = False,
+    started: Callable[[str], None] | None = None,
+) -> None:
+    """Run ``app`` on ``sock`` until a signal stops it; ``started`` hears the URL."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        access_log=access_log,
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=graceful_s,
+        log_config=None,  # the command's own handler masks secrets in every record
+    )
+    server = uvicorn.Server(config)
+    if started is not None:
+        started(f"http://{shown}:{port}")
+    server.run(sockets=[sock])
