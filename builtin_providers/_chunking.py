@@ -2,18 +2,21 @@
 
 Tokens are counted with ``composer.count_tokens`` (the registry's own tokenizer), not a
 characters-per-token guess, so ``chunk_tokens`` means what the budget means. Passages are cut
-at Markdown ATX headings (``# Title``, outside fenced code) and then at blank lines; a
-paragraph that alone is too long is cut at line breaks, then at spaces, then, for one giant
-word, every ``max_tokens // 4`` characters (a character is at most 4 UTF-8 bytes, so at most
-4 tokens).
+at Markdown headings as a CommonMark parser (markdown-it-py) sees them: ATX (``# Title``) and
+setext (``Title`` over ``=====``), never inside fenced or indented code; then at blank lines
+outside code. A paragraph that alone is too long is cut at line breaks, then at spaces, then,
+for one giant word, every ``max_tokens // 4`` characters (a character is at most 4 UTF-8
+bytes, so at most 4 tokens).
 """
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
+
+from markdown_it import MarkdownIt
 
 from composer.plugin import count_tokens
 
@@ -21,8 +24,15 @@ __all__ = ["ChunkBy", "Passage", "split_passages"]
 
 ChunkBy = Literal["heading", "paragraph"]
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_VERBATIM = frozenset({"fence", "code_block"})
+
+
+@functools.cache
+def _markdown() -> MarkdownIt:
+    """A CommonMark block parser: the inline pass is off, headings and code need no more."""
+    parser = MarkdownIt("commonmark")
+    parser.core.ruler.disable(["inline", "text_join"])
+    return parser
 
 
 @dataclass(frozen=True)
@@ -34,37 +44,57 @@ class Passage:
     text: str
 
 
+def _blocks(text: str) -> tuple[list[str], dict[int, tuple[int, str]], dict[int, int]]:
+    """The lines of ``text``, its headings and its code blocks, as CommonMark parses them.
+
+    Headings (ATX ``# Title`` and setext ``Title`` over ``===`` or ``---``) map their first
+    line to ``(line after the heading, title)``; fenced and indented code map their first
+    line to the line after them. Lines are counted as the parser counts them (after its own
+    newline normalisation), so the maps index the returned lines.
+    """
+    source = text.replace("\r\n", "\n").replace("\r", "\n").replace("\0", "\ufffd")
+    tokens = _markdown().parse(source)
+    headings: dict[int, tuple[int, str]] = {}
+    verbatim: dict[int, int] = {}
+    for i, token in enumerate(tokens):
+        if token.map is None:
+            continue
+        start, end = token.map
+        if token.type == "heading_open":
+            headings[start] = (end, " ".join(tokens[i + 1].content.split()))
+        elif token.type in _VERBATIM:
+            verbatim.setdefault(start, end)
+    return source.split("\n"), headings, verbatim
+
+
 def _sections(text: str) -> Iterator[tuple[str | None, list[str]]]:
-    """``(heading, paragraphs)`` per Markdown section; fenced code stays one paragraph."""
+    """``(heading, paragraphs)`` per Markdown section; code blocks stay one paragraph."""
+    lines, headings, verbatim = _blocks(text)
     heading: str | None = None
     paragraphs: list[str] = []
     current: list[str] = []
-    fence: str | None = None
-    for line in text.splitlines():
-        if fence is not None:
-            current.append(line)
-            if line.strip().startswith(fence):
-                fence = None
-            continue
-        opening = _FENCE.match(line)
-        if opening:
-            fence = opening.group(1)[:3]
-            current.append(line)
-            continue
-        match = _HEADING.match(line)
-        if match:
+    i = 0
+    while i < len(lines):
+        if i in headings:
             if current:
                 paragraphs.append("\n".join(current))
                 current = []
             if paragraphs or heading is not None:
                 yield heading, paragraphs
-            heading, paragraphs = (match.group(2) or "").strip() or None, []
+            i, title = headings[i]
+            heading, paragraphs = title or None, []
             continue
+        if i in verbatim:  # blank lines inside code do not end the paragraph
+            current.extend(lines[i : verbatim[i]])
+            i = verbatim[i]
+            continue
+        line = lines[i]
         if line.strip():
             current.append(line)
         elif current:
             paragraphs.append("\n".join(current))
             current = []
+        i += 1
     if current:
         paragraphs.append("\n".join(current))
     if paragraphs:

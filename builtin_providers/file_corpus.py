@@ -1,33 +1,42 @@
 """``type: file_corpus``: BM25 search over a folder of text files, confined to its root.
 
-The index is built on first use (off the event loop), shared by every registry built from the
-same loaded manifest (``BuildContext.shared``), and rebuilt when a file under the root changes,
-which is checked at most every ``refresh_s`` seconds. Ranking is BM25 (``bm25s``, Lucene
-variant) over lower-cased alphanumeric words minus English stop words, with plurals folded
-(Harman's S-stemmer; no other stemming).
+The index is built on first use (off the event loop; that first turn waits for it), shared by
+every registry built from the same loaded manifest (``BuildContext.shared``), and refreshed
+when a file under the root changes, checked at most every ``refresh_s`` seconds. A refresh
+runs in a background thread while the previous index keeps serving, and re-reads only the
+files whose size or modification time changed (passages and term ids are cached per file);
+the new index replaces the old one in one assignment, so a turn never waits for a rebuild
+after the first. Ranking is BM25 (bm25s, Lucene variant) over lower-cased alphanumeric words
+minus bm25s's wider English stop-word list, stemmed with a Snowball stemmer (PyStemmer;
+``stemmer``). The block holds the best passages that fit the provider's ``max_tokens`` and
+``max_block_chars`` (``fit``; see ``_fitting``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
-import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import bm25s
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN_PLUS
 from pydantic import Field, field_validator
 
+from builtin_providers._bm25 import STEMMERS, Bm25Index, Ids, Terms, Vocabulary, build_index
 from builtin_providers._chunking import ChunkBy, Passage, split_passages
 from builtin_providers._confined import ConfinedReader, Glob, GlobSet, SkipFile, WalkStats
+from builtin_providers._fitting import (
+    BLOCK_CHARS,
+    MAX_BLOCK_CHARS,
+    RENDER_LIMITS,
+    pack,
+    wrap_reserve,
+)
 from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
@@ -63,26 +72,8 @@ Progress = Callable[[int, int], None]
 
 _TEMPLATE_NAMES = CONTEXT_NAMES | {"hits", "query"}
 _OutputTemplate = Annotated[str, template_check("hits", "query")]
-
-_STOPWORDS = frozenset(STOPWORDS_EN_PLUS)
-_WORD = re.compile(r"[^\W_]+")
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _s_stem(word: str) -> str:
-    """Harman's S-stemmer: fold English plurals (``deploys`` -> ``deploy``), nothing more."""
-    if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
-        return word[:-1]
-    if len(word) > 2 and word.endswith("s") and not word.endswith(("us", "ss")):
-        return word[:-1]
-    return word
-
-
-def _words(text: str) -> list[str]:
-    """BM25 terms: lower-case alphanumeric runs, English stop words dropped, plurals folded."""
-    return [_s_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+# Rebuild the vocabulary once this many of its terms are in no file any more.
+_DEAD_TERMS = 50_000
 
 
 class FileCorpusConfig(ProviderConfig):
@@ -111,9 +102,28 @@ class FileCorpusConfig(ProviderConfig):
     )
     top_k: int = Field(default=3, ge=1, le=100, description="At most this many passages.")
     min_score: float | None = Field(default=None, ge=0, description="Drop hits scoring below this.")
+    stemmer: str = Field(
+        default="english",
+        description="Snowball stemmer of the words searched: `english`, another Snowball "
+        "language (`french`, `german`, `porter`, ...), or `none`.",
+    )
     template: _OutputTemplate = Field(
         default=DEFAULT_TEMPLATE,
         description="The block; sees `hits` (each: path, heading, text, score) and `query`.",
+    )
+    fit: bool = Field(
+        default=True,
+        description="Return the best whole passages whose block fits `max_tokens` and "
+        "`max_block_chars` (nothing only when not even the best fits). false: all `top_k` "
+        "hits, and a block over `max_tokens` is skipped whole by the registry (ADR-0008 D3).",
+    )
+    max_block_chars: int = Field(
+        default=BLOCK_CHARS,
+        ge=1,
+        le=MAX_BLOCK_CHARS,
+        description=f"Render cap on the block, in characters (at most {MAX_BLOCK_CHARS:,}): "
+        "with `fit` the passages past it are left out; without, or when the best passage alone "
+        "is longer, the provider fails naming this setting.",
     )
     refresh_s: float = Field(
         default=60.0,
@@ -139,9 +149,17 @@ class FileCorpusConfig(ProviderConfig):
             Glob(pattern)
         return patterns
 
+    @field_validator("stemmer")
+    @classmethod
+    def _known_stemmer(cls, name: str) -> str:
+        if name not in STEMMERS:
+            known = ", ".join(sorted(STEMMERS))
+            raise ValueError(f"unknown stemmer {name!r}; known: {known}")
+        return name
+
     def index_key(self) -> str:
         """Providers with equal corpus settings share one index."""
-        fields = ("include", "exclude", "chunk_by", "chunk_tokens", "refresh_s")
+        fields = ("include", "exclude", "chunk_by", "chunk_tokens", "stemmer", "refresh_s")
         caps = ("max_files", "max_file_bytes", "max_total_bytes", "allow_hard_links")
         values = [str(self.root), *(getattr(self, f) for f in fields + caps)]
         return "file_corpus:" + json.dumps(values)
@@ -149,30 +167,74 @@ class FileCorpusConfig(ProviderConfig):
 
 @dataclass(frozen=True)
 class CorpusStats:
-    """What the last build indexed and skipped (each skip was also logged as a warning)."""
+    """What the last build indexed and skipped (each skip was also logged as a warning).
+
+    ``reread``: files read and chunked by this build; the others came from the per-file cache.
+    """
 
     files: int
     passages: int
     bytes: int
     skipped: WalkStats
     build_seconds: float
+    reread: int = 0
+
+    @property
+    def truncation(self) -> str | None:
+        """Why the corpus is incomplete, naming the cap and its setting; None when it is not."""
+        over_count, over_bytes = self.skipped.over_file_count, self.skipped.over_total_bytes
+        if not over_count and not over_bytes:
+            return None
+        caps = []
+        if over_count:
+            caps.append(f"{over_count} over max_files")
+        if over_bytes:
+            caps.append(f"{over_bytes} over max_total_bytes")
+        return (
+            f"corpus truncated: {over_count + over_bytes} file(s) not indexed "
+            f"({', '.join(caps)}); raise the setting to index them"
+        )
+
+
+@dataclass(frozen=True)
+class _File:
+    """One file's passages and their term ids, valid while its size and mtime are unchanged."""
+
+    size: int
+    mtime_ns: int
+    nbytes: int
+    passages: tuple[Passage, ...]
+    ids: tuple[Ids, ...]
 
 
 @dataclass(frozen=True)
 class _Snapshot:
+    """One built index: never changed, replaced whole by the next build."""
+
     passages: list[Passage]
-    retriever: Any  # bm25s.BM25, or None for an empty corpus
+    vocabulary: Vocabulary
+    index: Bm25Index
     fingerprint: tuple[tuple[str, int, int], ...]
     stats: CorpusStats
 
 
 class CorpusIndex:
-    """A BM25 index over one corpus root; thread-safe, rebuilt when the files change."""
+    """A BM25 index over one corpus root; searched by any thread, refreshed in the background.
+
+    One build runs at a time (``_build_lock``). ``refresh`` builds now and waits for any build
+    under way; ``current``, called by each turn, only starts a background refresh when one is
+    due, and returns the index there is.
+    """
 
     def __init__(self, config: FileCorpusConfig) -> None:
         self.config = config
         self._globs = GlobSet(config.include, config.exclude)
-        self._lock = threading.Lock()
+        self._terms = Terms(config.stemmer)
+        self._vocabulary = Vocabulary()
+        self._files: dict[str, _File] = {}
+        self._build_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._background: threading.Thread | None = None
         self._snapshot: _Snapshot | None = None
         self._checked_at = 0.0
 
@@ -198,25 +260,73 @@ class CorpusIndex:
             found.append((relative, info.st_size, info.st_mtime_ns))
         return found
 
+    def _due(self) -> bool:
+        return time.monotonic() - self._checked_at >= self.config.refresh_s
+
     def refresh(self, progress: Progress | None = None, *, force: bool = False) -> CorpusStats:
-        """Build the index, or rebuild it if a file changed (checked at most every refresh_s)."""
-        with self._lock:
-            now = time.monotonic()
+        """Build the index, or bring it up to date, now (unless checked within refresh_s).
+
+        Waits for a build under way first. ``force`` re-reads every file.
+        """
+        with self._build_lock:
             snapshot = self._snapshot
-            if (
-                snapshot is not None
-                and not force
-                and now - self._checked_at < self.config.refresh_s
-            ):
+            if snapshot is not None and not force and not self._due():
                 return snapshot.stats
-            reader = self._reader()
-            skipped = WalkStats()
-            candidates = self._candidates(reader, skipped)
-            self._checked_at = now
-            if snapshot is not None and tuple(candidates) == snapshot.fingerprint and not force:
-                return snapshot.stats
-            self._snapshot = self._build(reader, candidates, skipped, progress)
-            return self._snapshot.stats
+            return self._update(progress, force=force)
+
+    def current(self) -> _Snapshot | None:
+        """The index a turn searches now (None before the first build); starts a background
+        refresh when one is due and none is running, and never waits for it."""
+        snapshot = self._snapshot
+        if snapshot is not None and self._due():
+            self._start_refresh()
+        return snapshot
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the background refresh under way, if any (tests, orderly shutdown)."""
+        thread = self._background
+        if thread is not None:
+            thread.join(timeout)
+
+    def _start_refresh(self) -> None:
+        with self._start_lock:
+            running = self._background
+            if (running is not None and running.is_alive()) or not self._due():
+                return
+            self._checked_at = time.monotonic()  # one refresh per period, however many turns
+            thread = threading.Thread(
+                target=self._refresh_in_background, name="file_corpus refresh", daemon=True
+            )
+            self._background = thread
+            thread.start()
+
+    def _refresh_in_background(self) -> None:
+        try:
+            with self._build_lock:
+                self._update(None)
+        except Exception:
+            logger.warning(
+                "file_corpus %s: refresh failed; the previous index keeps serving",
+                self.config.root,
+                exc_info=True,
+            )
+
+    def _update(self, progress: Progress | None, *, force: bool = False) -> CorpusStats:
+        """Walk the root; rebuild from the per-file cache when any file changed. Holds the
+        build lock."""
+        self._checked_at = time.monotonic()
+        reader = self._reader()
+        skipped = WalkStats()
+        candidates = self._candidates(reader, skipped)
+        snapshot = self._snapshot
+        if snapshot is not None and not force and tuple(candidates) == snapshot.fingerprint:
+            return snapshot.stats
+        built = self._build(reader, candidates, skipped, progress, force)
+        truncation = built.stats.truncation
+        if truncation and (snapshot is None or snapshot.stats.truncation != truncation):
+            logger.warning("file_corpus %s: %s", self.config.root, truncation)
+        self._snapshot = built  # one assignment: a turn sees the old index or the new one
+        return built.stats
 
     def _build(
         self,
@@ -224,40 +334,69 @@ class CorpusIndex:
         candidates: list[tuple[str, int, int]],
         skipped: WalkStats,
         progress: Progress | None,
+        force: bool,
     ) -> _Snapshot:
         started = time.perf_counter()
         config = self.config
-        passages: list[Passage] = []
+        files: dict[str, _File] = {}
         total = 0
-        files = 0
-        for done, (relative, size, _mtime) in enumerate(candidates, 1):
-            text = self._read_text(reader, relative, size, config.max_total_bytes - total, skipped)
-            if text is not None:
-                total += len(text.encode())
-                files += 1
-                passages.extend(
-                    split_passages(relative, text, config.chunk_by, config.chunk_tokens)
-                )
+        reread = 0
+        for done, (relative, size, mtime) in enumerate(candidates, 1):
+            entry = None if force else self._files.get(relative)
+            if entry is not None and (entry.size, entry.mtime_ns) == (size, mtime):
+                if entry.nbytes > config.max_total_bytes - total:
+                    skipped.count("over_total_bytes", relative)
+                    entry = None
+            else:
+                remaining = config.max_total_bytes - total
+                text = self._read_text(reader, relative, size, remaining, skipped)
+                entry = None if text is None else self._chunk(relative, size, mtime, text)
+                reread += entry is not None
+            if entry is not None:
+                files[relative] = entry
+                total += entry.nbytes
             if progress is not None:
                 progress(done, len(candidates))
-        if skipped.over_file_count or skipped.over_total_bytes:
-            logger.warning(
-                "file_corpus %s: caps reached, %d file(s) not indexed (max_files=%d, "
-                "max_total_bytes=%d)",
-                config.root,
-                skipped.over_file_count + skipped.over_total_bytes,
-                config.max_files,
-                config.max_total_bytes,
+        self._files = files
+        passages = [p for entry in files.values() for p in entry.passages]
+        index = build_index([ids for entry in files.values() for ids in entry.ids])
+        vocabulary = self._vocabulary
+        if len(vocabulary) - len(index.columns) > _DEAD_TERMS:
+            vocabulary, index = self._compact(index)
+        stats = CorpusStats(
+            len(files), len(passages), total, skipped, time.perf_counter() - started, reread
+        )
+        return _Snapshot(passages, vocabulary, index, tuple(candidates), stats)
+
+    def _chunk(self, relative: str, size: int, mtime: int, text: str) -> _File:
+        config = self.config
+        passages = tuple(split_passages(relative, text, config.chunk_by, config.chunk_tokens))
+        ids = tuple(
+            self._vocabulary.encode(self._terms(f"{p.heading or ''}\n{p.text}")) for p in passages
+        )
+        return _File(size, mtime, len(text.encode()), passages, ids)
+
+    def _compact(self, index: Bm25Index) -> tuple[Vocabulary, Bm25Index]:
+        """A new vocabulary of only the terms in the index, ids in the same order, and the
+        cache renumbered; the running snapshot keeps the old vocabulary it was built with."""
+        old = self._vocabulary
+        renumber = np.full(len(old), -1, dtype=np.int32)
+        renumber[index.columns] = np.arange(len(index.columns), dtype=np.int32)
+        fresh = Vocabulary()
+        fresh.ids = {term: int(renumber[i]) for term, i in old.ids.items() if renumber[i] >= 0}
+        self._files = {
+            path: _File(
+                entry.size,
+                entry.mtime_ns,
+                entry.nbytes,
+                entry.passages,
+                tuple(renumber[ids] for ids in entry.ids),
             )
-        retriever = None
-        if passages:
-            # bm25s sets its own logger to DEBUG at import; keep its per-build chatter quiet.
-            logging.getLogger("bm25s").setLevel(logging.WARNING)
-            retriever = bm25s.BM25()
-            corpus = [_words(f"{p.heading or ''}\n{p.text}") for p in passages]
-            retriever.index(corpus, show_progress=False)
-        stats = CorpusStats(files, len(passages), total, skipped, time.perf_counter() - started)
-        return _Snapshot(passages, retriever, tuple(candidates), stats)
+            for path, entry in self._files.items()
+        }
+        self._vocabulary = fresh
+        columns = np.arange(len(index.columns), dtype=np.int32)
+        return fresh, Bm25Index(index.retriever, columns, index.documents)
 
     def _read_text(
         self, reader: ConfinedReader, relative: str, size: int, remaining: int, skipped: WalkStats
@@ -286,14 +425,12 @@ class CorpusIndex:
     ) -> list[tuple[Passage, float]]:
         """The best passages for ``query`` with a positive score, best first."""
         snapshot = self._snapshot
-        words = _words(query)
-        if snapshot is None or snapshot.retriever is None or not words:
+        if snapshot is None:
             return []
-        retriever = snapshot.retriever
-        known = [w for w in words if w in retriever.vocab_dict]
-        if not known:
+        ids = snapshot.vocabulary.lookup(self._terms(query))
+        scores = snapshot.index.scores(ids)
+        if not ids or not len(scores):
             return []
-        scores = np.asarray(retriever.get_scores(known), dtype=np.float64)
         k = min(top_k, len(scores))
         best = np.argpartition(-scores, k - 1)[:k]
         ranked = sorted(best.tolist(), key=lambda i: (-scores[i], i))
@@ -306,13 +443,17 @@ class CorpusIndex:
 
 
 class FileCorpusProvider(Provider[FileCorpusConfig]):
-    """Renders the query, searches the shared index, formats the hits; no hit, no block."""
+    """Renders the query, searches the shared index, formats the hits that fit; no hit, no
+    block."""
 
-    def __init__(self, config: FileCorpusConfig, index: CorpusIndex) -> None:
+    def __init__(
+        self, config: FileCorpusConfig, index: CorpusIndex, *, reserve_tokens: int = 0
+    ) -> None:
         super().__init__(config)
         self.config: FileCorpusConfig = config
         self.index = index
         self.progress: Progress | None = None
+        self.reserve_tokens = reserve_tokens
         self._query = compile_template(config.query)
         self._template = compile_template(config.template, _TEMPLATE_NAMES)
 
@@ -320,9 +461,13 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
         """Build (or refresh) the index now, e.g. behind a CLI progress indicator."""
         return await asyncio.to_thread(self.index.refresh, progress or self.progress)
 
-    def _search(self, query: str) -> list[tuple[Passage, float]]:
-        self.index.refresh(self.progress)
-        return self.index.search(query, self.config.top_k, self.config.min_score)
+    async def search(self, query: str) -> list[tuple[Passage, float]]:
+        """The hits for ``query``. Only the first turn waits, for the first build (in a
+        thread); later ones search the index there is, inline, while any refresh runs."""
+        index = self.index
+        if index.current() is None:
+            await asyncio.to_thread(index.refresh, self.progress)
+        return index.search(query, self.config.top_k, self.config.min_score)
 
     def cache_key(self, branch: Any, instruction: Any) -> str:
         """The rendered query: two turns asking the same are the same search."""
@@ -332,14 +477,32 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
         query = self._query.render(context).strip()
         if not query:
             return None
-        hits = await asyncio.to_thread(self._search, query)
+        hits = await self.search(query)
         if not hits:
             return None
         views = [
             {"path": p.path, "heading": p.heading, "text": p.text, "score": round(score, 4)}
             for p, score in hits
         ]
-        return self._template.render({**context, "hits": views, "query": query})
+
+        def render(chosen: Sequence[int]) -> str:
+            shown = [views[i] for i in chosen]
+            return self._template.render(
+                {**context, "hits": shown, "query": query}, limits=RENDER_LIMITS
+            )
+
+        config = self.config
+        cap = config.max_tokens
+        return pack(
+            len(views),
+            render,
+            max_tokens=max(cap - self.reserve_tokens, 1) if cap else None,
+            max_chars=config.max_block_chars,
+            fit=config.fit,
+            label=f"file_corpus {self.name!r}",
+            setting="max_block_chars",
+            advice="or lower `top_k`",
+        )
 
     def __repr__(self) -> str:
         return f"<FileCorpusProvider {self.name!r} root={str(self.config.root)!r}>"
@@ -347,7 +510,7 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
 
 def _factory(config: FileCorpusConfig, context: BuildContext) -> FileCorpusProvider:
     index = context.shared(config.index_key(), lambda: CorpusIndex(config))
-    return FileCorpusProvider(config, index)
+    return FileCorpusProvider(config, index, reserve_tokens=wrap_reserve(config, context))
 
 
 provider_type = ProviderType(

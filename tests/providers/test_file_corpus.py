@@ -212,15 +212,23 @@ async def test_missing_root_fails_the_provider(tmp_path: Path) -> None:
         await ask(provider(tmp_path / "nope"), "rollback")
 
 
-async def test_refresh_picks_up_changes(corpus: Path) -> None:
+async def test_refresh_picks_up_changes_in_the_background(corpus: Path) -> None:
+    """A turn that finds the files due for a check is served by the index there is; the
+    refresh it started shows the change to the turns after it."""
     eager = provider(corpus, refresh_s=0)
     lazy = provider(corpus, refresh_s=3600)
     assert await ask(eager, "zeppelin") is None
     assert await ask(lazy, "zeppelin") is None
     (corpus / "new.md").write_text("# Airships\n\nThe zeppelin lands at dawn.\n")
+    await ask(eager, "zeppelin")  # served at once; starts the refresh
+    eager.index.join(timeout=30)
     assert await ask(eager, "zeppelin") == "[new.md > Airships]\nThe zeppelin lands at dawn.\n"
     assert await ask(lazy, "zeppelin") is None  # not checked again yet
+    lazy.index.join(timeout=30)
+    assert await ask(lazy, "zeppelin") is None
     (corpus / "new.md").unlink()
+    await ask(eager, "zeppelin")
+    eager.index.join(timeout=30)
     assert await ask(eager, "zeppelin") is None
 
 

@@ -75,7 +75,8 @@ async def test_special_token_text_in_a_corpus_file_is_counted_by_its_size(tmp_pa
         """
         version: 1
         providers:
-          - {name: docs, type: file_corpus, root: corpus, max_tokens: 100, chunk_tokens: 8192}
+          - {name: docs, type: file_corpus, root: corpus, max_tokens: 100, chunk_tokens: 8192,
+             fit: false}
         """,
     )
     prepared = await turn(manifest, "deploy")

@@ -1,0 +1,146 @@
+"""Blocks that fit their caps: whole items, best first, never a cut item.
+
+ADR-0008 D3 drops a block over its provider's ``max_tokens`` whole. A provider that returns
+several items (passages, memory hits) knows that cap, so it can choose instead: the best items
+whose rendered block stays within ``max_tokens`` (counted with the registry's tokenizer) and
+within the provider's own character cap on rendering. The registry's rule is unchanged; it
+simply never has to drop such a block. With fitting off a provider returns every item and
+the registry decides, as the ADR says.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+
+from composer.plugin import (
+    BuildContext,
+    ProviderConfig,
+    ProviderError,
+    RenderLimits,
+    TemplateError,
+    compile_template,
+    count_tokens,
+)
+
+__all__ = ["BLOCK_CHARS", "MAX_BLOCK_CHARS", "RENDER_LIMITS", "pack", "wrap_reserve"]
+
+BLOCK_CHARS = 100_000
+"""The default character cap on a rendered block (the template sandbox's own default)."""
+
+MAX_BLOCK_CHARS = 1_000_000
+"""The hard ceiling on that cap: no setting renders a longer block."""
+
+RENDER_LIMITS = RenderLimits(output_chars=MAX_BLOCK_CHARS)
+"""Blocks render up to the ceiling, so a block over its cap is measured, not cut short."""
+
+# The names a manifest's `wrap` template sees (composer.manifest's WRAP_NAMES).
+_WRAP_NAMES = frozenset({"provider", "text", "nonce"})
+# Tokens the wrap may add where its text meets the block (a merge at each edge).
+_WRAP_SLACK = 4
+
+Render = Callable[[Sequence[int]], str]
+"""``render(indices)``: the block of the items at ``indices`` (best first); [] the frame."""
+
+
+def wrap_reserve(config: ProviderConfig, context: BuildContext) -> int:
+    """Tokens the engine's ``wrap`` (the provider's own, else ``runtime.wrap``) adds around a
+    block, which is counted against ``max_tokens`` too: the most over a few random nonces."""
+    wrap = config.wrap or context.manifest.runtime.wrap
+    if not wrap:
+        return 0
+    template = compile_template(wrap, _WRAP_NAMES)
+    provider = {"name": config.name, "type": config.type, "priority": config.priority}
+    sizes = [
+        count_tokens(
+            template.render({"provider": provider, "text": "", "nonce": secrets.token_hex(8)})
+        )
+        for _ in range(4)
+    ]
+    return max(sizes) + _WRAP_SLACK
+
+
+def _too_long(label: str, size: int, cap: int, setting: str, advice: str) -> ProviderError:
+    return ProviderError(
+        f"{label}: the rendered block is {size:,} characters, over the {cap:,}-character "
+        f"render cap; raise `{setting}` (at most {MAX_BLOCK_CHARS:,}) {advice}"
+    )
+
+
+def pack(
+    count: int,
+    render: Render,
+    *,
+    max_tokens: int | None,
+    max_chars: int,
+    fit: bool,
+    label: str,
+    setting: str,
+    advice: str = "",
+) -> str | None:
+    """The block of ``count`` ranked items, fitted to ``max_tokens`` and ``max_chars``.
+
+    All items when they fit. Otherwise, with ``fit``, the best items that fit: each is
+    estimated alone, added best first while the estimate fits (a later, smaller one may still
+    fit), and the result is rendered and counted; while it does not fit, the lowest-ranked
+    item is dropped. None when not even the best item fits ``max_tokens``; a ProviderError
+    naming ``setting`` when it alone is over ``max_chars`` (or, without ``fit``, when the
+    whole block is). ``max_tokens`` None or 0 is no token cap (ADR-0008 D3).
+    """
+    token_cap = max_tokens or None
+
+    def fits(text: str) -> bool:
+        if len(text) > max_chars:
+            return False
+        return token_cap is None or count_tokens(text) <= token_cap
+
+    full: str | None = None
+    try:
+        full = render(range(count))
+    except TemplateError:
+        if not fit:
+            raise
+    if full is not None:
+        if fits(full):
+            return full
+        if not fit:
+            if len(full) > max_chars:
+                raise _too_long(label, len(full), max_chars, setting, advice)
+            return full  # over max_tokens: the registry skips it (ADR-0008 D3)
+    frame = render([])
+    base = _size(frame, token_cap)
+    chosen: list[int] = []
+    used = base
+    for i in range(count):
+        single = render([i])
+        cost = _minus(_size(single, token_cap), base)
+        if i == 0 and len(single) > max_chars:
+            raise _too_long(label, len(single), max_chars, setting, advice)
+        if _within(_plus(used, cost), token_cap, max_chars):
+            chosen.append(i)
+            used = _plus(used, cost)
+    while chosen:
+        text = render(chosen)
+        if fits(text):
+            return text
+        chosen.pop()
+    return None
+
+
+_Size = tuple[int, int]  # (tokens or 0 when there is no token cap, characters)
+
+
+def _size(text: str, token_cap: int | None) -> _Size:
+    return (count_tokens(text) if token_cap is not None else 0, len(text))
+
+
+def _plus(a: _Size, b: _Size) -> _Size:
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def _minus(a: _Size, b: _Size) -> _Size:
+    return (a[0] - b[0], a[1] - b[1])
+
+
+def _within(size: _Size, token_cap: int | None, max_chars: int) -> bool:
+    return size[1] <= max_chars and (token_cap is None or size[0] <= token_cap)

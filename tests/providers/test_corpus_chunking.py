@@ -1,0 +1,53 @@
+"""Passages of a Markdown file: cut at the headings a CommonMark parser sees, code kept whole."""
+
+from __future__ import annotations
+
+from builtin_providers._chunking import Passage, split_passages
+
+
+def passages(text: str, chunk_tokens: int = 300) -> list[tuple[str | None, str]]:
+    return [(p.heading, p.text) for p in split_passages("a.md", text, "heading", chunk_tokens)]
+
+
+def test_setext_headings_start_sections() -> None:
+    text = "Intro.\n\nDeploys\n=======\n\nCanary first.\n\nRollback\n--------\nHelm rollback.\n"
+    assert passages(text) == [
+        (None, "Intro."),
+        ("Deploys", "Canary first."),
+        ("Rollback", "Helm rollback."),
+    ]
+
+
+def test_atx_headings_lose_their_closing_hashes() -> None:
+    assert passages("## Deploys ##\n\nCanary first.\n") == [("Deploys", "Canary first.")]
+
+
+def test_a_heading_inside_fenced_code_is_code() -> None:
+    text = "# Build\n\n```sh\n# not a heading\n\nmake\n```\n\n~~~\nTitle\n=====\n~~~\n"
+    assert passages(text) == [
+        ("Build", "```sh\n# not a heading\n\nmake\n```\n\n~~~\nTitle\n=====\n~~~"),
+    ]
+
+
+def test_a_heading_inside_indented_code_is_code() -> None:
+    text = "# Shell\n\nRun:\n\n    # comment, not a heading\n    make\n"
+    assert passages(text) == [("Shell", "Run:\n\n    # comment, not a heading\n    make")]
+
+
+def test_a_rule_after_a_blank_line_is_no_heading() -> None:
+    assert passages("# Top\n\nOne.\n\n---\n\nTwo.\n") == [("Top", "One.\n\n---\n\nTwo.")]
+
+
+def test_windows_line_ends_are_read_like_unix_ones() -> None:
+    assert passages("Title\r\n=====\r\n\r\nBody.\r\n") == [("Title", "Body.")]
+
+
+def test_multi_line_setext_title_is_one_line() -> None:
+    assert passages("Deploys and\nrollbacks\n=====\n\nBody.\n") == [
+        ("Deploys and rollbacks", "Body.")
+    ]
+
+
+def test_paragraph_mode_cuts_at_every_blank_line() -> None:
+    found = split_passages("a.md", "Title\n=====\n\nOne.\n\nTwo.\n", "paragraph", 300)
+    assert found == [Passage("a.md", "Title", "One."), Passage("a.md", "Title", "Two.")]

@@ -1,0 +1,189 @@
+"""The corpus index: bm25s's own scores, Snowball stemming, per-file refresh off the turn."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import threading
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import pytest
+
+from builtin_providers._bm25 import Terms, Vocabulary, build_index
+from builtin_providers.file_corpus import CorpusIndex, FileCorpusConfig, FileCorpusProvider
+from composer.turn import Branch, Instruction
+
+
+def test_the_index_scores_exactly_as_bm25s_index_does() -> None:
+    """The matrix built from cached ids is bm25s's own, bit for bit (empty documents too);
+    this fails loudly if a bm25s release changes its scoring or its internals."""
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(400)]
+    documents = [[rng.choice(words) for _ in range(rng.randint(0, 60))] for _ in range(700)]
+    vocabulary = Vocabulary()
+    index = build_index([vocabulary.encode(d) for d in documents])
+    reference = bm25s.BM25()
+    reference.index(documents, show_progress=False)
+    for query in (["w1", "w2"], ["w5", "w5", "w9"], ["w399"], ["w7", "absent"]):
+        ours = index.scores(vocabulary.lookup(query)).astype(np.float32)
+        known = [w for w in query if w in reference.vocab_dict]
+        assert np.array_equal(ours, reference.get_scores(known))
+
+
+def test_an_unknown_term_scores_nothing() -> None:
+    vocabulary = Vocabulary()
+    index = build_index([vocabulary.encode(["alpha", "beta"])])
+    vocabulary.encode(["gamma"])  # known to the vocabulary, absent from this index
+    assert not index.scores(vocabulary.lookup(["gamma", "delta"])).any()
+
+
+def test_terms_are_snowball_stems_without_stop_words() -> None:
+    assert Terms()("The deployments were rolled back quickly") == [
+        "deploy",
+        "roll",
+        "back",
+        "quick",
+    ]
+    assert Terms("none")("Deployments rolled") == ["deployments", "rolled"]
+    assert Terms("french")("déploiements") == ["déploi"]
+
+
+def test_an_unknown_stemmer_is_a_load_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"unknown stemmer 'klingon'; known: .*english"):
+        FileCorpusConfig(name="d", root=tmp_path, stemmer="klingon")
+
+
+async def test_a_stemmed_query_finds_other_forms_of_its_words(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# Deploys\n\nWe deployed the service twice.\n")
+    config = FileCorpusConfig(name="d", root=tmp_path)
+    stemmed = FileCorpusProvider(config, CorpusIndex(config))
+    assert await stemmed.provide(Branch("s"), Instruction("deploying")) is not None
+    plain = FileCorpusConfig(name="d", root=tmp_path, stemmer="none")
+    unstemmed = FileCorpusProvider(plain, CorpusIndex(plain))
+    assert await unstemmed.provide(Branch("s"), Instruction("deploying")) is None
+
+
+def write_corpus(root: Path, files: int) -> None:
+    for i in range(files):
+        (root / f"f{i:02d}.md").write_text(f"# File {i}\n\nword{i} common text\n")
+
+
+def test_a_refresh_rereads_only_the_changed_files(tmp_path: Path) -> None:
+    write_corpus(tmp_path, 20)
+    index = CorpusIndex(FileCorpusConfig(name="d", root=tmp_path, refresh_s=0))
+    first = index.refresh()
+    assert first.reread == 20
+    assert index.refresh() is first  # nothing changed: the index is kept
+    changed = tmp_path / "f03.md"
+    changed.write_text("# File 3\n\nzeppelin now\n")
+    os.utime(changed, ns=(1, 1))  # a new mtime whatever the clock's resolution
+    (tmp_path / "f04.md").unlink()
+    (tmp_path / "new.md").write_text("# New\n\nairship\n")
+    stats = index.refresh()
+    assert stats.reread == 2
+    assert stats.files == 20
+    assert [p.path for p, _ in index.search("zeppelin", 3)] == ["f03.md"]
+    assert index.search("word3", 3) == []
+    assert index.search("word4", 3) == []
+    assert [p.path for p, _ in index.search("airship", 3)] == ["new.md"]
+    assert index.refresh(force=True).reread == 20
+
+
+async def test_turns_are_served_by_the_old_index_while_a_refresh_runs(tmp_path: Path) -> None:
+    """While a rebuild holds the build lock, turns keep answering from the index there is."""
+    write_corpus(tmp_path, 5)
+    config = FileCorpusConfig(name="d", root=tmp_path, refresh_s=0)
+    index = CorpusIndex(config)
+    provider = FileCorpusProvider(config, index)
+    assert await provider.provide(Branch("s"), Instruction("word1")) is not None
+    (tmp_path / "late.md").write_text("# Late\n\nzeppelin\n")
+    with index._build_lock:  # as if a rebuild were under way
+        for _ in range(3):
+            block = await asyncio.wait_for(
+                provider.provide(Branch("s"), Instruction("word1 zeppelin")), timeout=30
+            )
+            assert block is not None
+            assert "zeppelin" not in block
+    index.join(timeout=30)
+    block = await provider.provide(Branch("s"), Instruction("zeppelin"))
+    assert block is not None
+    assert "late.md" in block
+
+
+async def test_one_background_refresh_at_a_time(tmp_path: Path) -> None:
+    write_corpus(tmp_path, 3)
+    config = FileCorpusConfig(name="d", root=tmp_path, refresh_s=0)
+    index = CorpusIndex(config)
+    index.refresh()
+    before = threading.active_count()
+    with index._build_lock:
+        for _ in range(20):
+            index.current()
+        assert threading.active_count() <= before + 1
+    index.join(timeout=30)
+
+
+async def test_a_failed_background_refresh_keeps_the_old_index(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "corpus"
+    root.mkdir()
+    write_corpus(root, 2)
+    index = CorpusIndex(FileCorpusConfig(name="d", root=root, refresh_s=0))
+    index.refresh()
+    root.rename(tmp_path / "moved")
+    with caplog.at_level(logging.WARNING):
+        assert index.current() is not None
+        index.join(timeout=30)
+    assert "refresh failed; the previous index keeps serving" in caplog.text
+    assert [p.path for p, _ in index.search("word1", 3)] == ["f01.md"]
+
+
+def test_a_truncated_corpus_is_warned_about_naming_the_setting(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_corpus(tmp_path, 6)
+    index = CorpusIndex(FileCorpusConfig(name="d", root=tmp_path, max_files=4, refresh_s=0))
+    with caplog.at_level(logging.WARNING):
+        stats = index.refresh()
+    assert stats.truncation == (
+        "corpus truncated: 2 file(s) not indexed (2 over max_files); raise the setting to "
+        "index them"
+    )
+    assert stats.truncation in caplog.text
+    caplog.clear()
+    (tmp_path / "f00.md").write_text("# Changed\n\nchanged\n")
+    with caplog.at_level(logging.WARNING):
+        index.refresh(force=True)
+    assert "truncated" not in caplog.text  # said once, not on every refresh
+    capped = CorpusIndex(FileCorpusConfig(name="d", root=tmp_path, max_total_bytes=60))
+    truncation = capped.refresh().truncation
+    assert truncation is not None
+    assert "over max_total_bytes" in truncation
+
+
+def test_the_vocabulary_is_compacted_when_most_terms_are_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtin_providers.file_corpus as file_corpus
+
+    monkeypatch.setattr(file_corpus, "_DEAD_TERMS", 10)
+    page = tmp_path / "page.md"
+    page.write_text(" ".join(f"old{i}" for i in range(50)) + " kept\n")
+    index = CorpusIndex(FileCorpusConfig(name="d", root=tmp_path, refresh_s=0))
+    index.refresh()
+    page.write_text("kept fresh\n")
+    os.utime(page, ns=(1, 1))
+    index.refresh()
+    snapshot = index._snapshot
+    assert snapshot is not None
+    assert set(snapshot.vocabulary.ids) == {"kept", "fresh"}
+    assert [p.path for p, _ in index.search("fresh kept", 3)] == ["page.md"]
+    page.write_text("kept fresh renewed\n")
+    os.utime(page, ns=(2, 2))
+    index.refresh()
+    assert [p.path for p, _ in index.search("renewed", 3)] == ["page.md"]
