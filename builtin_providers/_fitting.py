@@ -61,9 +61,14 @@ def wrap_reserve(config: ProviderConfig, context: BuildContext) -> int:
 
 
 def _too_long(label: str, size: int, cap: int, setting: str, advice: str) -> ProviderError:
+    """The render-cap failure: the cap, the size reached, and the setting to change."""
+    if cap >= MAX_BLOCK_CHARS:
+        fix = f"the ceiling of every block; lower `{setting}`"
+    else:
+        fix = f"raise `{setting}` (at most {MAX_BLOCK_CHARS:,}) {advice}".rstrip()
     return ProviderError(
         f"{label}: the rendered block is {size:,} characters, over the {cap:,}-character "
-        f"render cap; raise `{setting}` (at most {MAX_BLOCK_CHARS:,}) {advice}"
+        f"render cap; {fix}"
     )
 
 

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from builtin_providers._fitting import MAX_BLOCK_CHARS, pack, wrap_reserve
 from builtin_providers.stores import (
     ItemStore,
     JsonlMemoryStore,
@@ -223,6 +224,12 @@ class MemoryConfig(ProviderConfig):
         description="Text before the items, when any match; followed by `separator`.",
     )
     separator: str = Field(default="\n", description="Between rendered items.")
+    fit: bool = Field(
+        default=True,
+        description="Return the first items whose block fits `max_tokens` (nothing only when "
+        "not even the first fits). false: every item, and a block over `max_tokens` is "
+        "skipped whole by the registry (ADR-0008 D3).",
+    )
     writeback: bool | WritebackConfig = Field(
         default=False, description="Store action responses as items (true, or {tags, metadata})."
     )
@@ -313,6 +320,7 @@ class MemoryProvider(Provider[MemoryConfig]):
         super().__init__(config)
         self.config: MemoryConfig = config
         self.store = store
+        self.reserve_tokens = 0  # what the engine's wrap adds (set by the factory)
         self._namespace = compile_template(config.namespace) if config.namespace else None
         self._shared = bool(getattr(config.source, "shared", False))
         query = config.query
@@ -395,10 +403,18 @@ class MemoryProvider(Provider[MemoryConfig]):
             self._template.render({**context, "item": _item_view(hit), "index": i})
             for i, hit in enumerate(hits, 1)
         ]
-        body = self.config.separator.join(rendered)
-        if self._header is not None:
-            body = self._header.render(context) + self.config.separator + body
-        return body
+        separator = self.config.separator
+        header = self._header.render(context) + separator if self._header is not None else ""
+        cap = self.config.max_tokens
+        return pack(
+            len(rendered),
+            lambda chosen: header + separator.join(rendered[i] for i in chosen),
+            max_tokens=max(cap - self.reserve_tokens, 1) if cap else None,
+            max_chars=MAX_BLOCK_CHARS,
+            fit=self.config.fit,
+            label=f"memory {self.name!r}",
+            setting="query.limit",
+        )
 
     def __repr__(self) -> str:
         source = self.config.source
@@ -484,7 +500,9 @@ def _store(source: Source, context: BuildContext) -> ItemStore | None:
 
 def _factory(config: MemoryConfig, context: BuildContext) -> MemoryProvider:
     cls = WritebackMemoryProvider if config.writeback_config else MemoryProvider
-    return cls(config, _store(config.source, context))
+    provider = cls(config, _store(config.source, context))
+    provider.reserve_tokens = wrap_reserve(config, context)
+    return provider
 
 
 provider_type = ProviderType(
