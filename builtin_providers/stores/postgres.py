@@ -275,6 +275,18 @@ class PostgresMemoryStore:
             self._pools[loop] = pool
         return pool
 
+    async def _reset_pool(self) -> None:
+        """Drop the running loop's pool after the server went away (restart, network).
+
+        A pool left alone reconnects on its own schedule, with a growing backoff; a new one
+        connects at once, so the first turn after the server is back succeeds.
+        """
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                await pool.close(timeout=1.0)
+        self._ready = False
+
     async def _migrate(self, conn: AsyncConnection[Any]) -> None:
         if self._ready:
             return
@@ -397,6 +409,8 @@ class PostgresMemoryStore:
 
             if not isinstance(e, psycopg.Error):
                 raise
+            if isinstance(e, psycopg.OperationalError):
+                await self._reset_pool()  # the next turn connects afresh, without backoff
             lines = str(e).strip().splitlines()
             detail = lines[0] if lines else type(e).__name__
             raise StoreError(f"memory database {self._where}: {detail}") from e
