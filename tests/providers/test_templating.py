@@ -29,17 +29,19 @@ def unavailable(tag: str) -> str:
     return rf"^'{tag}' is not available in manifest templates$"
 
 
-def estimated(what: str) -> str:
-    """A RenderLimits refusal made from an estimate, before the value was built."""
-    return rf"RenderLimitExceeded: template {what} would exceed \d+ characters$"
+def estimated(what: str, unit: str = "characters") -> str:
+    """A RenderLimits refusal made from an estimate, before the value was built or the work
+    done (``unit``: characters, operations or bits)."""
+    return rf"RenderLimitExceeded: template {what} would exceed \d+ {unit}$"
 
 
-def measured(what: str) -> str:
+def measured(what: str, unit: str = "characters") -> str:
     """A RenderLimits refusal of a value measured after it was built."""
-    return rf"RenderLimitExceeded: template {what} exceeds \d+ characters$"
+    return rf"RenderLimitExceeded: template {what} exceeds \d+ {unit}$"
 
 
 OPERATIONS = r"RenderLimitExceeded: template exceeded \d+ operations$"
+NESTED = r"RenderLimitExceeded: template exceeded \d+ nested calls$"
 PRODUCED = r"RenderLimitExceeded: template produced more than \d+ characters$"
 
 # (payload, the TemplateError message it must fail with): each is a known way out of a Jinja
@@ -78,6 +80,12 @@ INJECTION_PAYLOADS: list[tuple[str, str]] = [
     ("{{ '%999999999d' % 1 }}", estimated("'%' formatting")),
     ("{{ '%*d' % (10**9, 1) }}", r"RenderLimitExceeded: '\*' widths are not allowed in templates$"),
     ("{{ '%999999999d'|format(1) }}", estimated("format")),
+    ("{{ ('%(a)s' * 1000) % {'a': 'x' * 1000000} }}", estimated("'%' formatting")),
+    ("{{ '%999999999d'.encode() % 1 }}", estimated("'%' formatting")),
+    ("{{ ('{0}' * 1000).format('x' * 1000000) }}", estimated(r"str\.format\(\)")),
+    ("{{ [10 ** 4000] * 1000000 }}", estimated("repetition")),
+    ("{{ ('f' * 1000000)|int(base=16) }}", measured("result of filter 'int'", "bits")),
+    ("{{ 5|round(-10**8) }}", estimated("round", "bits")),
     ("{{ '{:>999999999}'.format(1) }}", estimated(r"str\.format\(\)")),
     (
         "{{ '{:{}}'.format(1, 10**9) }}",
@@ -89,15 +97,41 @@ INJECTION_PAYLOADS: list[tuple[str, str]] = [
     ("{{ 'abcde'|replace('', 'x' * 1000000) }}", estimated("replace")),
     ("{{ ('a' * 1000)|wordwrap(1, wrapstring='x' * 10000) }}", estimated("wordwrap")),
     ("{{ range(99999)|join('x' * 1000) }}", estimated("join")),
+    ("{{ [1]|batch(10**8, 0) }}", estimated("batch")),
+    ("{{ ([0] * 1500000)|batch(1)|list }}", estimated("batch", "operations")),
+    ("{{ [1]|slice(10**7, fill_with=0) }}", estimated("slice")),
+    ("{{ [1]|slice(10**6) }}", estimated("slice", "operations")),
+    ("{{ ([[1] * 1000] * 3000)|sum(start=[]) }}", estimated("sum", "operations")),
+    ("{{ ('x' * 100000)|wordwrap(1) }}", estimated("wordwrap", "operations")),
+    ("{{ ([[[[1] * 10] * 10] * 10] * 600)|pprint }}", estimated("pprint", "operations")),
+    ("{{ range(99)|list|tojson(indent=100000) }}", estimated("tojson")),
+    ("{{ ('http://a.b ' * 100)|urlize(target='x' * 100000) }}", estimated("urlize")),
+    ("{{ (('.' * 20000) ~ 'a.')|urlize }}", estimated("urlize", "operations")),
+    ("{{ ('&' * 1000000)|escape }}", estimated("escape")),
+    ("{{ ('\u00e9' * 400000)|urlencode }}", estimated("urlencode")),
+    ("{{ ('\n' * 1900000)|indent(0) }}", estimated("indent", "operations")),
+    ("{{ ('a ' * 1300000)|title }}", estimated("title", "operations")),
+    ("{{ ('<>' * 1300000)|striptags }}", estimated("striptags", "operations")),
+    ("{{ ([0] * 1500000)|sort }}", estimated("sort", "operations")),
+    ("{{ ([0] * 1500000)|select|list }}", estimated("select", "operations")),
     # -- growth-prone str methods
     ("{{ 'a'.center(10**9) }}", estimated(r"str\.center\(\)")),
     ("{{ 'a'.ljust(10**9) }}", estimated(r"str\.ljust\(\)")),
     ("{{ 'a'.rjust(10**9) }}", estimated(r"str\.rjust\(\)")),
     ("{{ 'a'.encode().zfill(10**9) }}", estimated(r"str\.zfill\(\)")),
-    ("{{ ('\t' * 100).expandtabs(10**5) }}", estimated("expandtabs")),
+    ("{{ ('\t' * 100).expandtabs(10**5) }}", estimated(r"str\.expandtabs\(\)")),
     ("{{ 'abcde'.replace('', 'x' * 1000000) }}", estimated(r"str\.replace\(\)")),
     ("{{ ('x' * 100000).join(range(99999)|map('string')) }}", estimated(r"str\.join\(\)")),
     ("{{ ('a' * 1000).translate({97: 'x' * 10000}) }}", estimated(r"str\.translate\(\)")),
+    ("{{ ('ab ' * 1000000).split() }}", estimated(r"str\.split\(\)", "operations")),
+    ("{{ ('\n' * 1900000).splitlines() }}", estimated(r"str\.splitlines\(\)", "operations")),
+    ("{{ ('\ufdfa' * 100000).encode('ascii', 'namereplace') }}", estimated(r"str\.encode\(\)")),
+    (
+        "{{ 'x'.encode('punycode') }}",
+        r"RenderLimitExceeded: codec 'punycode' is not available in templates$",
+    ),
+    ("{{ ('x' * 1500000).encode().hex('-') }}", estimated(r"bytes\.hex\(\)")),
+    ("{{ (1).to_bytes(10**8, 'big') }}", estimated(r"int\.to_bytes\(\)")),
     # -- loops, growth across iterations, recursion and output
     (
         "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
@@ -131,10 +165,8 @@ INJECTION_PAYLOADS: list[tuple[str, str]] = [
         "{% endmacro %}{{ d(60)|length }}",
         measured("concatenation"),
     ),
-    (
-        "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
-        r"RecursionError: maximum recursion depth exceeded",
-    ),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", NESTED),
+    ("{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}", NESTED),
     (
         "{% set b = 'x' * 1000000 %}{% set s %}{% for i in range(99999) %}{{ b }}{% endfor %}"
         "{% endset %}{{ s|length }}",
@@ -195,6 +227,22 @@ def test_user_text_is_never_compiled() -> None:
         ("{{ range(3)|map('string')|join(',') }}", "0,1,2"),
         ("{{ '%s-%d'|format('x', 3) }} {{ '{}!'.format(3) }} {{ '%05d' % 42 }}", "x-3 3! 00042"),
         ("{{ 2 ** 10 }} {{ 'ab' * 3 }} {{ [0] * 2 }}", "1024 ababab [0, 0]"),
+        # a float times an integer is arithmetic, not repetition: no size estimate applies
+        ("{{ 2.5 * 5000000 }} {{ 5000000 * 2.5 }}", "12500000.0 12500000.0"),
+        # the guarded filters and methods, used as manifests use them
+        (
+            "{{ [1, 2, 3]|batch(2, 0)|list }} {{ [1, 2, 3]|slice(2)|list }}",
+            "[[1, 2], [3, 0]] [[1, 2], [3]]",
+        ),
+        ("{{ [[1], [2]]|sum(start=[]) }} {{ [3, 1, 2]|sort|join }}", "[1, 2] 123"),
+        (
+            "{{ 'see https://example.com now'|urlize(target='_blank') }}",
+            'see <a href="https://example.com" rel="noopener" target="_blank">https://example.com</a> now',
+        ),
+        ("{{ 'one two three'|wordwrap(7) }}|{{ 'a\nb'|indent(2) }}", "one two\nthree|a\n  b"),
+        ("{{ {'a': [1]}|tojson(indent=1) }} {{ [1]|pprint }}", '{\n "a": [\n  1\n ]\n} [1]'),
+        ("{{ 1.26|round(1) }} {{ 'a&b'|e }} {{ 'a b'.split() }}", "1.3 a&amp;b ['a', 'b']"),
+        ("{{ 'é'.encode() }} {{ (258).to_bytes(2, 'big') }}", "b'\\xc3\\xa9' b'\\x01\\x02'"),
         ("{% if 1 %}{% set x = 1 %}{{ x }}{% endif %}", "1"),
         (
             "{% set ns = namespace(n=0) %}{% for i in range(5) %}{% set ns.n = ns.n + i %}"
