@@ -8,7 +8,7 @@ result is cached for the provider that renders it. ``StrictUndefined`` makes rea
 internals fail loudly instead of rendering an empty string. User text only ever arrives as a
 variable (``template_context``); it is never compiled.
 
-Rendering happens in the bounded sandbox of ``composer.sandbox``, re-exported here
+Rendering happens in the bounded sandbox of ``composer.templating.sandbox``, re-exported here
 (``RenderLimits``, ``DEFAULT_LIMITS``, ``environment``). Any failure, a sandbox refusal or a
 limit, is a ``TemplateError`` from ``render`` or ``evaluate``: that provider fails that turn,
 the turn goes on (ADR-0008 D2).
