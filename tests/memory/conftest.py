@@ -16,6 +16,7 @@ import pytest
 from memory.services import (
     DEFAULT_POSTGRES_DSN,
     DEFAULT_REDIS_URL,
+    open_kind,
     postgres_answers,
     redis_answers,
     throwaway_postgres,
@@ -23,12 +24,7 @@ from memory.services import (
     unavailable,
 )
 
-from builtin_providers.stores import (
-    ItemStore,
-    JsonlMemoryStore,
-    PostgresMemoryStore,
-    SqliteMemoryStore,
-)
+from builtin_providers.stores import ItemStore
 
 STORE_KINDS = ["jsonl", "sqlite", "postgres"]
 RANKED_KINDS = ["sqlite", "postgres"]
@@ -82,17 +78,6 @@ def pg_schema(postgres_dsn: str) -> Iterator[str]:
     schema = unique_schema()
     yield schema
     drop_schema(postgres_dsn, schema)
-
-
-def open_kind(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> ItemStore:
-    """A new, empty store of ``kind`` (PostgreSQL in a schema of its own)."""
-    if kind == "jsonl":
-        return JsonlMemoryStore(tmp_path / "memory.jsonl")
-    if kind == "sqlite":
-        return SqliteMemoryStore(tmp_path / "memory.sqlite")
-    dsn = request.getfixturevalue("postgres_dsn")
-    schema = request.getfixturevalue("pg_schema")
-    return PostgresMemoryStore(dsn, schema=schema)
 
 
 @pytest.fixture(params=STORE_KINDS)

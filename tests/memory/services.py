@@ -26,10 +26,18 @@ from typing import NoReturn
 
 import pytest
 
+from builtin_providers.stores import (
+    ItemStore,
+    JsonlMemoryStore,
+    PostgresMemoryStore,
+    SqliteMemoryStore,
+)
+
 __all__ = [
     "DEFAULT_POSTGRES_DSN",
     "DEFAULT_REDIS_URL",
     "PostgresCluster",
+    "open_kind",
     "postgres_answers",
     "postgres_binaries",
     "redis_answers",
@@ -193,3 +201,14 @@ def throwaway_redis() -> Iterator[str]:
         process.terminate()
         process.wait(timeout=30)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def open_kind(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> ItemStore:
+    """A new, empty store of ``kind`` (PostgreSQL in a schema of its own)."""
+    if kind == "jsonl":
+        return JsonlMemoryStore(tmp_path / "memory.jsonl")
+    if kind == "sqlite":
+        return SqliteMemoryStore(tmp_path / "memory.sqlite")
+    dsn = request.getfixturevalue("postgres_dsn")
+    schema = request.getfixturevalue("pg_schema")
+    return PostgresMemoryStore(dsn, schema=schema)
