@@ -233,6 +233,7 @@ class McpSession:
 
     def _start(self) -> asyncio.Future[Client]:
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        ready.add_done_callback(_retrieved)  # a start nobody waits for any more is not an error
         stop = asyncio.Event()
         self._ready, self._stop = ready, stop
         self._task = asyncio.create_task(self._own(ready, stop), name="composer-mcp-session")
@@ -309,21 +310,34 @@ class McpSession:
 
     async def discard(self, ready: asyncio.Future[Client]) -> None:
         """Stop the session that ``ready`` belongs to, if it is still the current one."""
-        if ready is not self._ready:
-            return
-        self._ready = None
-        if self._stop is not None:
-            self._stop.set()
+        if ready is self._ready:
+            self._stop_session()
+
+    def _stop_session(self) -> asyncio.Task[None] | None:
+        """Ask the owner task to leave: at once when connected, by cancelling it while it is
+        still starting (a server that never answers would otherwise hold it)."""
+        task, stop, ready = self._task, self._stop, self._ready
+        self._ready = self._stop = self._task = None
+        if stop is not None:
+            stop.set()
+        if task is not None and ready is not None and not ready.done():
+            task.cancel()
+        return task
 
     async def aclose(self) -> None:
         """Leave the client (stopping a stdio server) and wait for it; safe to call again."""
-        task, stop = self._task, self._stop
-        self._ready = self._stop = self._task = None
-        if task is None or stop is None or self._loop is not asyncio.get_running_loop():
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            self._ready = self._stop = self._task = None  # its loop is gone, and the session
             return
-        stop.set()
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await task
+        task = self._stop_session()
+        if task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _require_sdk() -> None:

@@ -18,9 +18,9 @@ import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -43,6 +43,7 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 """Answered without a token and never rate limited: probes and the API's own description."""
 
 _STATUS_TYPES = {404: "not_found", 405: "method_not_allowed"}
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -65,27 +66,29 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
     options = options or ServeOptions()
     limit = options.max_body_bytes
 
-    async def turn(request: Request) -> Response:
+    async def parse(request: Request, model: type[_Model]) -> _Model | Response:
+        """The body as ``model``, or the 413 or 422 answer."""
         body = await read_body(request, limit)
         if isinstance(body, Response):
             return body
         try:
-            parsed = TurnRequest.model_validate_json(body)
+            return model.model_validate_json(body)
         except ValidationError as e:
             return _invalid(e)
+
+    async def turn(request: Request) -> Response:
+        parsed = await parse(request, TurnRequest)
+        if isinstance(parsed, Response):
+            return parsed
         return JsonResponse(await service.turn(parsed))
 
     async def writeback(request: Request) -> Response:
         branch_id = request.path_params["branch_id"]
         if not _BRANCH_ID.fullmatch(branch_id):
             return error_response(422, "invalid_body", f"a branch id matches {BRANCH_ID_PATTERN}")
-        body = await read_body(request, limit)
-        if isinstance(body, Response):
-            return body
-        try:
-            parsed = WritebackRequest.model_validate_json(body)
-        except ValidationError as e:
-            return _invalid(e)
+        parsed = await parse(request, WritebackRequest)
+        if isinstance(parsed, Response):
+            return parsed
         return JsonResponse(await service.writeback(branch_id, parsed.action_responses))
 
     async def manifest(request: Request) -> Response:

@@ -1,0 +1,120 @@
+"""Real peers for the serving tests: ``composer serve`` and a test MCP server, as processes.
+
+Every server listens on 127.0.0.1 on a port the system picked, and is stopped with SIGTERM
+(the signal a supervisor sends), so stopping is itself under test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+for module in ("mcp", "starlette", "uvicorn"):
+    pytest.importorskip(module, reason="the serve extra is not installed")
+
+ROOT = Path(__file__).parents[2]
+CONFIGS = ROOT / "configs"
+PEER = Path(__file__).with_name("mcp_peer.py")
+PYTHON = sys.executable
+STARTUP_S = 60  # a bound that only catches a server that never starts
+
+
+@dataclass
+class Server:
+    """A running server process and the URL it said it listens on."""
+
+    process: subprocess.Popen[str]
+    url: str
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit code (a server that does not stop is killed and fails)."""
+        return stop(self.process)
+
+
+def stop(process: subprocess.Popen[str]) -> int:
+    """SIGTERM ``process``, then its exit code; one that does not stop is killed and fails."""
+    try:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=STARTUP_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                raise AssertionError("the process did not stop on SIGTERM") from None
+        return process.returncode
+    finally:
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def start_serve(
+    args: Sequence[str], *, env: dict[str, str] | None = None, wait_ready: bool = True
+) -> Server:
+    """``composer serve ARGS --port 0`` in a new process, once it answers ``/healthz``."""
+    process = subprocess.Popen(
+        [PYTHON, "-m", "composer", "serve", *args, "--host", "127.0.0.1", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if "listening on " not in line:
+        process.kill()
+        raise AssertionError(f"composer serve did not start: {line!r}")
+    url = line.split("listening on ", 1)[1].split()[0]
+    server = Server(process, url)
+    wait_for(url + ("/readyz" if wait_ready else "/healthz"))
+    return server
+
+
+def wait_for(url: str) -> None:
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            if httpx.get(url, timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not answer 200")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def dev_server() -> Iterator[Server]:
+    """``composer serve configs --env dev`` without a token, no rate limit."""
+    server = start_serve([str(CONFIGS), "--env", "dev", "--rate-limit", "0"])
+    yield server
+    assert server.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def http_peer() -> Iterator[str]:
+    """The test MCP server over streamable HTTP on 127.0.0.1; its endpoint URL."""
+    process = subprocess.Popen(
+        [PYTHON, str(PEER), "http"], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith("port "), line
+    url = f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+    yield url
+    stop(process)
+
+
+def peer_server(**extra: object) -> dict[str, object]:
+    """The ``server:`` mapping of an ``mcp`` provider that starts the test server over stdio."""
+    return {"command": PYTHON, "args": [str(PEER)], **extra}
