@@ -116,6 +116,7 @@ class ContextProviderRegistry:
         self.gather_mode: GatherMode = gather
         self.timeout_s = timeout_s
         self._entries: list[_Entry] = []
+        self._priorities: set[int] = set()  # distinct priorities registered
 
     def register(
         self,
@@ -128,6 +129,7 @@ class ContextProviderRegistry:
         """Append one entry (ADR D1): no validation, no duplicate check, no replacement."""
         name = name or getattr(provider, "name", None) or type(provider).__name__
         self._entries.append(_Entry(provider, priority, max_tokens, name))
+        self._priorities.add(priority)
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -196,7 +198,11 @@ class ContextProviderRegistry:
                 continue
             successes.append((index, entry, text, tokens))
 
-        by_priority = sorted(successes, key=lambda item: item[1].priority, reverse=True)
+        by_priority = (  # one priority for all (the common case): the stable sort is a no-op
+            successes
+            if len(self._priorities) < 2
+            else sorted(successes, key=lambda item: item[1].priority, reverse=True)
+        )
         kept: set[int] = set()
         total = 0
         for index, entry, _text, tokens in by_priority:

@@ -122,13 +122,15 @@ _PIECE_CHARS = 1 << 16
 def _count_in_pieces(encode: Callable[..., list[int]], text: str) -> int:
     """Count a text the tokenizer cannot take whole (its split pattern gives up on a huge run of
     whitespace) as pieces cut where a run of text meets whitespace, halving a piece that still
-    fails. Never 0 for non-empty text: a budget must not take a megabyte as nothing."""
+    fails, so a budget never takes a megabyte as nothing; only what the tokenizer refuses
+    character by character counts 0, the ADR's contained error."""
     total = 0
     for piece in _pieces(text, _PIECE_CHARS):
         try:
             total += len(encode(piece, disallowed_special=()))
         except Exception:
-            total += _count_in_pieces(encode, piece) if len(piece) > 1 else 1
+            # one character the tokenizer still refuses is its error, and counts 0 (ADR D3)
+            total += _count_in_pieces(encode, piece) if len(piece) > 1 else 0
     return total
 
 
