@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_POSTGRES_DSN",
     "DEFAULT_REDIS_URL",
     "PostgresCluster",
+    "free_port",
     "open_kind",
     "postgres_answers",
     "postgres_binaries",

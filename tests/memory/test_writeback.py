@@ -1,0 +1,172 @@
+"""Writeback through the provider: idempotent per turn, expiry, a cap, namespaces from the
+branch, and the manifest options each store can or cannot honour."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from builtin_providers.memory import MemoryConfig, WritebackMemoryProvider
+from builtin_providers.stores import ItemStore, MemoryQuery
+from composer.build import build_registry
+from composer.errors import ProviderError
+from composer.manifest import Manifest
+from composer.turn import Branch, Instruction, prepare_turn
+
+
+def source_of(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    if kind == "jsonl":
+        return {"jsonl": tmp_path / "m.jsonl"}
+    if kind == "sqlite":
+        return {"sqlite": tmp_path / "m.sqlite"}
+    return {
+        "postgres": {
+            "dsn": request.getfixturevalue("postgres_dsn"),
+            "schema": request.getfixturevalue("pg_schema"),
+        }
+    }
+
+
+def provider_for(**options: Any) -> tuple[Manifest, WritebackMemoryProvider]:
+    manifest = Manifest(version=1, providers=[MemoryConfig(name="mem", **options)])
+    provider = build_registry(manifest).managed[0].provider
+    assert isinstance(provider, WritebackMemoryProvider)
+    return manifest, provider
+
+
+def store_of(provider: WritebackMemoryProvider) -> ItemStore:
+    assert provider.store is not None
+    return provider.store
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_a_retried_writeback_stores_nothing_twice(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    manifest, provider = provider_for(
+        source=source_of(kind, tmp_path, request), writeback={"tags": ["tool"]}
+    )
+    branch = Branch("system\n")
+    responses = [{"function": "add", "output": 3}, None, "plain", "plain"]
+    try:
+        assert await provider.writeback(branch, responses) == 2  # the same content once a turn
+        assert await provider.writeback(branch, responses) == 0  # a retry of the same turn
+        await prepare_turn(branch, Instruction("next question"))  # a new turn of the branch
+        assert await provider.writeback(branch, responses) == 2
+        assert await provider.writeback(Branch("s"), responses) == 2  # another branch
+        items = await store_of(provider).search(MemoryQuery(tags=["tool"], limit=100))
+        assert [item.content for item in items] == [{"function": "add", "output": 3}, "plain"] * 3
+        assert items[0].metadata == {
+            "source": "writeback",
+            "provider": "mem",
+            "branch_id": branch.id,
+        }
+    finally:
+        await manifest.aclose()
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_written_items_expire_after_ttl_s(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    manifest, provider = provider_for(
+        source=source_of(kind, tmp_path, request), writeback={"ttl_s": 3600}
+    )
+    try:
+        before = time.time()
+        await provider.writeback(Branch("s"), ["remember this"])
+        [item] = await store_of(provider).export()
+        assert item.expires_at is not None
+        assert before + 3600 <= item.expires_at <= time.time() + 3600
+    finally:
+        await manifest.aclose()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_max_items_caps_what_one_namespace_keeps(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    manifest, provider = provider_for(
+        source=source_of(kind, tmp_path, request),
+        namespace="{{ branch.metadata.team }}",
+        writeback={"max_items": 2},
+    )
+    ops, dev = Branch("s", metadata={"team": "ops"}), Branch("s", metadata={"team": "dev"})
+    try:
+        for n in range(4):
+            await provider.writeback(ops, [f"ops {n}"])
+        await provider.writeback(dev, ["dev 0"])
+        store = store_of(provider)
+        assert [i.content for i in await store.export("ops")] == ["ops 2", "ops 3"]
+        assert [i.content for i in await store.export("dev")] == ["dev 0"]
+    finally:
+        await manifest.aclose()
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_each_team_reads_and_writes_its_own_namespace(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    manifest, provider = provider_for(
+        source=source_of(kind, tmp_path, request),
+        namespace="{{ branch.metadata.team }}",
+        query={"text": "note"},
+        match="substring",
+        writeback=True,
+    )
+    ops, dev = Branch("s", metadata={"team": "ops"}), Branch("s", metadata={"team": "dev"})
+    try:
+        await provider.writeback(ops, ["ops note"])
+        await provider.writeback(dev, ["dev note"])
+        assert await provider.provide(ops, Instruction("x")) == "- ops note"
+        assert await provider.provide(dev, Instruction("x")) == "- dev note"
+        assert (
+            await provider.provide(Branch("s", metadata={"team": "qa"}), Instruction("x")) is None
+        )
+    finally:
+        await manifest.aclose()
+
+
+async def test_a_shared_store_needs_a_namespace_and_never_falls_back(tmp_path: Path) -> None:
+    source = {"sqlite": tmp_path / "m.sqlite", "shared": True}
+    with pytest.raises(ValidationError, match="a shared source needs a namespace"):
+        MemoryConfig(name="mem", source=source)
+    manifest, provider = provider_for(
+        source=source, namespace="{{ branch.metadata.get('team', '') }}", writeback=True
+    )
+    try:
+        with pytest.raises(ProviderError, match="namespace rendered empty"):
+            await provider.provide(Branch("s"), Instruction("x"))
+        with pytest.raises(ProviderError, match="namespace rendered empty"):
+            await provider.writeback(Branch("s"), ["x"])
+    finally:
+        await manifest.aclose()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"source": {"jsonl": "m.jsonl"}, "match": "fulltext"}, "match: fulltext needs"),
+        ({"source": "branch", "match": "fulltext"}, "match: fulltext needs"),
+        ({"source": {"sqlite": "m.db"}, "match": "substring", "min_score": 1}, "min_score"),
+        ({"source": {"jsonl": "m.jsonl"}, "min_score": 1}, "min_score"),
+        ({"source": "branch", "namespace": "x"}, "namespace needs"),
+        ({"source": {"jsonl": "m.jsonl"}, "writeback": {"max_items": 5}}, "max_items needs"),
+        ({"source": "branch", "writeback": {"ttl_s": 5}}, "ttl_s needs"),
+        ({"source": {"postgres": {"dsn": "x", "schema": "Bad-Name"}}}, "schema"),
+    ],
+)
+def test_options_a_store_cannot_honour_are_errors(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        MemoryConfig(name="mem", **options)
+
+
+def test_the_provider_repr_never_shows_the_dsn() -> None:
+    dsn = "postgresql://agent:hunter2@db.internal:5432/memory"
+    _, provider = provider_for(source={"postgres": {"dsn": dsn}}, writeback=True)
+    assert "hunter2" not in repr(provider)
+    assert "db.internal:5432/memory" in repr(provider)
