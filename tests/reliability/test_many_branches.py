@@ -7,41 +7,20 @@ out. The pool is the manifest's: descriptors stay flat however many branches the
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-from localserver import serving
+from localserver import serving_json
 
 import composer
 
 
-class KeepAlive(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        body = json.dumps({"results": [{"title": "ok"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture
 def keep_alive() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), KeepAlive)
-    httpd.daemon_threads = True
-    with serving(httpd):
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    with serving_json() as url:
+        yield url
 
 
 def descriptors() -> int:

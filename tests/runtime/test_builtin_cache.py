@@ -9,39 +9,19 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
-from localserver import serving
+from localserver import JsonAnswer, serving_json
 
 import composer
 from composer.cli import main
 
 
-class Counting(BaseHTTPRequestHandler):
-    paths: ClassVar[list[str]] = []
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        type(self).paths.append(self.path)
-        body = json.dumps({"results": [{"title": "all green"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture
 def server() -> Iterator[str]:
-    Counting.paths = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
-    with serving(httpd):
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    with serving_json() as url:
+        yield url
 
 
 def manifest(tmp_path: Path, url: str) -> Path:
@@ -95,9 +75,9 @@ async def test_the_same_rendered_request_is_served_from_the_cache(
         "notes": "cached",
         "status": "cached",
     }
-    assert Counting.paths == ["/search?q=deploy"]
+    assert JsonAnswer.paths == ["/search?q=deploy"]
     await turn(loaded, "rollback")
-    assert Counting.paths == ["/search?q=deploy", "/search?q=rollback"]
+    assert JsonAnswer.paths == ["/search?q=deploy", "/search?q=rollback"]
     await loaded.aclose()
 
 
