@@ -2,13 +2,17 @@
 
 The socket is bound here, before uvicorn starts, so that ``--port 0`` can say which port it
 got. uvicorn stops on SIGINT or SIGTERM: it stops accepting, lets requests in flight finish
-(for up to ``graceful_s``), then runs the app's shutdown, which closes every provider.
+(for up to ``graceful_s``), then runs the app's shutdown, which closes every provider; the
+command then exits 0.
 """
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 from collections.abc import Callable
+from types import FrameType
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -60,4 +64,18 @@ def serve(
     server = uvicorn.Server(config)
     if started is not None:
         started(f"http://{shown}:{port}")
-    server.run(sockets=[sock])
+    # uvicorn raises the signal again once it has stopped gracefully, for the handler that was
+    # there before; this one makes that a no-op, so a graceful stop exits 0 (SIGINT's own
+    # handler raises KeyboardInterrupt, which the command treats as a stop too).
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _stopped)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM after uvicorn's graceful stop: the stop is done already."""
