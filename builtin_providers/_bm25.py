@@ -111,17 +111,16 @@ class Bm25Index:
         return np.asarray(self.retriever.get_scores_from_ids(known.tolist()), dtype=np.float64)
 
 
-def build_index(documents: Sequence[Ids]) -> Bm25Index:
-    """bm25s's Lucene BM25 score matrix over ``documents`` (each an array of term ids)."""
-    count = len(documents)
-    lengths = np.fromiter((len(d) for d in documents), dtype=np.int64, count=count)
-    if not count or not lengths.sum():
+def build_index(terms: Ids, lengths: npt.NDArray[np.int64]) -> Bm25Index:
+    """bm25s's Lucene BM25 score matrix over documents given as one array of term ids, all
+    documents end to end, and each document's length (its number of terms)."""
+    count = len(lengths)
+    if not count or not len(terms):
         empty = np.zeros(0, dtype=np.int32)
         return Bm25Index(None, empty, count)
-    terms = np.concatenate(documents).astype(np.int64)
     rows = np.repeat(np.arange(count, dtype=np.int64), lengths)
     # One key per (term, document), sorted term first: the order of a CSC matrix by term.
-    keys, tf = np.unique(terms * count + rows, return_counts=True)
+    keys, tf = np.unique(terms.astype(np.int64) * count + rows, return_counts=True)
     term_of, doc_of = np.divmod(keys, count)
     columns, column_of = np.unique(term_of, return_inverse=True)
     df = np.bincount(column_of)

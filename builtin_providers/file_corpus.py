@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field, field_validator
 
 from builtin_providers._bm25 import STEMMERS, Bm25Index, Ids, Terms, Vocabulary, build_index
@@ -74,6 +75,10 @@ _TEMPLATE_NAMES = CONTEXT_NAMES | {"hits", "query"}
 _OutputTemplate = Annotated[str, template_check("hits", "query")]
 # Rebuild the vocabulary once this many of its terms are in no file any more.
 _DEAD_TERMS = 50_000
+_SLICE_S = 0.0003
+_GAP_S = 0.00005
+_NO_IDS = np.zeros(0, dtype=np.int32)
+_NO_LENGTHS = np.zeros(0, dtype=np.int64)
 
 
 class FileCorpusConfig(ProviderConfig):
@@ -198,13 +203,36 @@ class CorpusStats:
 
 @dataclass(frozen=True)
 class _File:
-    """One file's passages and their term ids, valid while its size and mtime are unchanged."""
+    """One file's passages and their term ids (end to end, with each passage's length), valid
+    while the file's size and mtime are unchanged."""
 
     size: int
     mtime_ns: int
     nbytes: int
     passages: tuple[Passage, ...]
-    ids: tuple[Ids, ...]
+    terms: Ids
+    lengths: npt.NDArray[np.int64]
+
+
+class _Pacer:
+    """Steps the interpreter aside every ``_SLICE_S`` of indexing work, for ``_GAP_S``.
+
+    A refresh runs in a thread while turns run on the event loop, and Python lets one thread
+    run at a time. Left alone, a turn that arrives while the refresh holds the interpreter
+    lock waits for the thread switch interval (5 ms, some ten turns' worth); with short
+    slices it waits at most one slice. ``time.sleep(0)`` would not do: the thread takes the
+    lock back before the waiting one wakes up.
+    """
+
+    __slots__ = ("_until",)
+
+    def __init__(self) -> None:
+        self._until = time.perf_counter() + _SLICE_S
+
+    def __call__(self) -> None:
+        if time.perf_counter() >= self._until:
+            time.sleep(_GAP_S)
+            self._until = time.perf_counter() + _SLICE_S
 
 
 @dataclass(frozen=True)
@@ -251,9 +279,12 @@ class CorpusIndex:
         except OSError as e:
             raise ProviderError(f"corpus root {self.config.root}: {e.strerror or e}") from e
 
-    def _candidates(self, reader: ConfinedReader, skipped: WalkStats) -> list[tuple[str, int, int]]:
+    def _candidates(
+        self, reader: ConfinedReader, skipped: WalkStats, pace: _Pacer
+    ) -> list[tuple[str, int, int]]:
         found: list[tuple[str, int, int]] = []
         for relative, info in reader.walk(self._globs, skipped):
+            pace()
             if len(found) >= self.config.max_files:
                 skipped.count("over_file_count", relative)
                 continue
@@ -317,11 +348,12 @@ class CorpusIndex:
         self._checked_at = time.monotonic()
         reader = self._reader()
         skipped = WalkStats()
-        candidates = self._candidates(reader, skipped)
+        pace = _Pacer()
+        candidates = self._candidates(reader, skipped, pace)
         snapshot = self._snapshot
         if snapshot is not None and not force and tuple(candidates) == snapshot.fingerprint:
             return snapshot.stats
-        built = self._build(reader, candidates, skipped, progress, force)
+        built = self._build(reader, candidates, skipped, progress, force, pace)
         truncation = built.stats.truncation
         if truncation and (snapshot is None or snapshot.stats.truncation != truncation):
             logger.warning("file_corpus %s: %s", self.config.root, truncation)
@@ -335,13 +367,18 @@ class CorpusIndex:
         skipped: WalkStats,
         progress: Progress | None,
         force: bool,
+        pace: _Pacer,
     ) -> _Snapshot:
         started = time.perf_counter()
         config = self.config
         files: dict[str, _File] = {}
+        passages: list[Passage] = []
+        terms: list[Ids] = []
+        lengths: list[npt.NDArray[np.int64]] = []
         total = 0
         reread = 0
         for done, (relative, size, mtime) in enumerate(candidates, 1):
+            pace()
             entry = None if force else self._files.get(relative)
             if entry is not None and (entry.size, entry.mtime_ns) == (size, mtime):
                 if entry.nbytes > config.max_total_bytes - total:
@@ -350,16 +387,21 @@ class CorpusIndex:
             else:
                 remaining = config.max_total_bytes - total
                 text = self._read_text(reader, relative, size, remaining, skipped)
-                entry = None if text is None else self._chunk(relative, size, mtime, text)
+                entry = None if text is None else self._chunk(relative, size, mtime, text, pace)
                 reread += entry is not None
             if entry is not None:
                 files[relative] = entry
                 total += entry.nbytes
+                passages.extend(entry.passages)
+                terms.append(entry.terms)
+                lengths.append(entry.lengths)
             if progress is not None:
                 progress(done, len(candidates))
         self._files = files
-        passages = [p for entry in files.values() for p in entry.passages]
-        index = build_index([ids for entry in files.values() for ids in entry.ids])
+        pace()
+        index = build_index(
+            np.concatenate(terms or [_NO_IDS]), np.concatenate(lengths or [_NO_LENGTHS])
+        )
         vocabulary = self._vocabulary
         if len(vocabulary) - len(index.columns) > _DEAD_TERMS:
             vocabulary, index = self._compact(index)
@@ -368,13 +410,16 @@ class CorpusIndex:
         )
         return _Snapshot(passages, vocabulary, index, tuple(candidates), stats)
 
-    def _chunk(self, relative: str, size: int, mtime: int, text: str) -> _File:
+    def _chunk(self, relative: str, size: int, mtime: int, text: str, pace: _Pacer) -> _File:
         config = self.config
         passages = tuple(split_passages(relative, text, config.chunk_by, config.chunk_tokens))
-        ids = tuple(
-            self._vocabulary.encode(self._terms(f"{p.heading or ''}\n{p.text}")) for p in passages
-        )
-        return _File(size, mtime, len(text.encode()), passages, ids)
+        ids = []
+        for p in passages:
+            pace()
+            ids.append(self._vocabulary.encode(self._terms(f"{p.heading or ''}\n{p.text}")))
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        terms = np.concatenate(ids) if ids else _NO_IDS
+        return _File(size, mtime, len(text.encode()), passages, terms, lengths)
 
     def _compact(self, index: Bm25Index) -> tuple[Vocabulary, Bm25Index]:
         """A new vocabulary of only the terms in the index, ids in the same order, and the
@@ -390,7 +435,8 @@ class CorpusIndex:
                 entry.mtime_ns,
                 entry.nbytes,
                 entry.passages,
-                tuple(renumber[ids] for ids in entry.ids),
+                renumber[entry.terms],
+                entry.lengths,
             )
             for path, entry in self._files.items()
         }

@@ -11,11 +11,20 @@ from pathlib import Path
 
 import bm25s
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from builtin_providers._bm25 import Terms, Vocabulary, build_index
 from builtin_providers.file_corpus import CorpusIndex, FileCorpusConfig, FileCorpusProvider
 from composer.turn import Branch, Instruction
+
+
+def encoded(
+    vocabulary: Vocabulary, documents: list[list[str]]
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+    """Documents as build_index takes them: all term ids end to end, and each length."""
+    ids = [vocabulary.encode(d) for d in documents]
+    return np.concatenate(ids), np.array([len(i) for i in ids], dtype=np.int64)
 
 
 def test_the_index_scores_exactly_as_bm25s_index_does() -> None:
@@ -25,7 +34,7 @@ def test_the_index_scores_exactly_as_bm25s_index_does() -> None:
     words = [f"w{i}" for i in range(400)]
     documents = [[rng.choice(words) for _ in range(rng.randint(0, 60))] for _ in range(700)]
     vocabulary = Vocabulary()
-    index = build_index([vocabulary.encode(d) for d in documents])
+    index = build_index(*encoded(vocabulary, documents))
     reference = bm25s.BM25()
     reference.index(documents, show_progress=False)
     for query in (["w1", "w2"], ["w5", "w5", "w9"], ["w399"], ["w7", "absent"]):
@@ -36,7 +45,7 @@ def test_the_index_scores_exactly_as_bm25s_index_does() -> None:
 
 def test_an_unknown_term_scores_nothing() -> None:
     vocabulary = Vocabulary()
-    index = build_index([vocabulary.encode(["alpha", "beta"])])
+    index = build_index(*encoded(vocabulary, [["alpha", "beta"]]))
     vocabulary.encode(["gamma"])  # known to the vocabulary, absent from this index
     assert not index.scores(vocabulary.lookup(["gamma", "delta"])).any()
 
