@@ -1,0 +1,149 @@
+"""The MCP server, driven by the SDK's own client: ``composer serve --mcp-stdio`` started as a
+subprocess, and ``/mcp`` of ``composer serve`` over streamable HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent, TextResourceContents
+
+from serve.conftest import CONFIGS, PYTHON, ROOT, Server, start_serve
+
+INSTRUCTION = "The API returns 502 errors after the deploy, what do I do?"
+
+
+@contextlib.asynccontextmanager
+async def stdio_client() -> AsyncIterator[Client]:
+    """The SDK's client, running `composer serve --mcp-stdio configs --env dev` as a child
+    (in the test's own task: anyio's scopes must be left by the task that entered them)."""
+    params = StdioServerParameters(
+        command=PYTHON,
+        args=["-m", "composer", "serve", "--mcp-stdio", str(CONFIGS), "--env", "dev"],
+        cwd=ROOT,
+    )
+    async with Client(params) as client:
+        yield client
+
+
+def previewed(*extra: str) -> dict[str, Any]:
+    """What `composer preview --json` prints for the instruction."""
+    command = ["preview", str(CONFIGS), "--env", "dev", "--instruction", INSTRUCTION, "--json"]
+    result = subprocess.run(
+        [PYTHON, "-m", "composer", *command, *extra],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def text_of(content: Any) -> str:
+    assert isinstance(content, TextContent)
+    return content.text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "preview_args"),
+    [
+        ({}, ["--system", ""]),  # MCP has no system role: the default is no system text
+        (
+            {"system": "You are the on-call assistant.\n"},
+            ["--system", "You are the on-call assistant.\n"],
+        ),
+    ],
+)
+async def test_the_compose_prompt_is_the_text_preview_prints(
+    arguments: dict[str, str], preview_args: list[str]
+) -> None:
+    async with stdio_client() as client:
+        prompt = await client.get_prompt("compose", {"instruction": INSTRUCTION, **arguments})
+    composed, instruction = (text_of(message.content) for message in prompt.messages)
+    assert [message.role for message in prompt.messages] == ["user", "user"]
+    assert instruction == INSTRUCTION
+    assert composed == previewed(*preview_args)["guidance"]
+    assert "Relevant runbook passages:" in composed
+
+
+async def test_the_resource_template_reads_a_branch_s_last_composed_text() -> None:
+    async with stdio_client() as client:
+        templates = await client.list_resource_templates()
+        with pytest.raises(MCPError, match="no composed turn yet"):
+            await client.read_resource("composer://branches/payments/context")
+        prompt = await client.get_prompt(
+            "compose", {"instruction": INSTRUCTION, "branch": "payments"}
+        )
+        read = await client.read_resource("composer://branches/payments/context")
+    assert [t.uri_template for t in templates.resource_templates] == [
+        "composer://branches/{branch_id}/context"
+    ]
+    (content,) = read.contents
+    assert isinstance(content, TextResourceContents)
+    assert content.text == text_of(prompt.messages[0].content)
+
+
+async def test_the_preview_tool_returns_the_report_and_outcomes() -> None:
+    async with stdio_client() as client:
+        result = await client.call_tool(
+            "preview_turn", {"instruction": INSTRUCTION, "system": "S\n"}
+        )
+    assert not result.is_error
+    data = result.structured_content
+    assert data is not None
+    report = data["report"]
+    assert [row["provider_name"] for row in report["fired"]] == [
+        "house-rules",
+        "runbooks",
+        "team-memory",
+    ]
+    assert [o["outcome"] for o in report["outcomes"]] == ["fired", "fired", "fired"]
+    assert data["guidance"].startswith("S\nHouse rules for the ops team")
+
+
+@pytest.fixture(scope="module")
+def token_server() -> Any:
+    server = start_serve(
+        [str(CONFIGS), "--env", "dev", "--rate-limit", "0"],
+        env={"COMPOSER_SERVE_TOKEN": "mcp-token"},
+    )
+    yield server
+    assert server.stop() == 0
+
+
+async def test_mcp_over_streamable_http_shares_the_servers_branches(token_server: Server) -> None:
+    """A turn posted to the HTTP API is the branch the MCP resource reads, with the token."""
+    body = {
+        "branch": {"id": "shared"},
+        "system": "S\n",
+        "instruction": {"text": INSTRUCTION},
+    }
+    headers = {"Authorization": "Bearer mcp-token"}
+    posted = httpx2.post(f"{token_server.url}/v1/turns", json=body, headers=headers, timeout=60)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(f"{token_server.url}/mcp", http_client=http)) as client,
+    ):
+        read = await client.read_resource("composer://branches/shared/context")
+    (content,) = read.contents
+    assert isinstance(content, TextResourceContents)
+    assert content.text == posted.json()["guidance"]
+
+
+async def test_mcp_over_http_is_refused_without_the_token(token_server: Server) -> None:
+    response = httpx2.post(
+        f"{token_server.url}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 401
+    assert response.json()["error"]["type"] == "unauthorized"
