@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "COMMON_WORD",
     "MAX_QUERY_WORDS",
     "ItemStore",
     "Match",
@@ -35,6 +36,7 @@ __all__ = [
     "body_of",
     "canonical",
     "digest_of",
+    "full_text",
     "item_from_record",
     "item_id",
     "line_id",
@@ -51,6 +53,26 @@ _ID_NAMESPACE = uuid.UUID("6f1d2a4e-3c1b-4f57-9a0e-8f4d6c2b7a10")
 
 MAX_QUERY_WORDS = 32
 """A full-text query keeps at most this many distinct words (a pasted log stays cheap)."""
+
+
+COMMON_WORD = 1000
+"""A word in at least this many items is left out of a full-text query that has rarer words.
+
+Ranking costs one score per item matched, so a word found nearly everywhere would make every
+query score most of the store; its weight in the ranking is small anyway (bm25's IDF). When
+every word of a query is that common, an item must have them all. See ``full_text``.
+"""
+
+
+def full_text(counts: dict[str, int], any_of: str, all_of: str) -> str | None:
+    """The search expression of a full-text query, from how many items (capped at
+    ``COMMON_WORD``) each of its words matches: the rare words joined by ``any_of``, else the
+    common ones by ``all_of``; None when no word matches anything."""
+    found = [word for word, n in counts.items() if n > 0]
+    rare = [word for word in found if counts[word] < COMMON_WORD]
+    if rare:
+        return any_of.join(rare)
+    return all_of.join(found) or None
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builtin_providers.stores.base import (
+    COMMON_WORD,
     MemoryItem,
     as_query,
     body_of,
     digest_of,
+    full_text,
     item_from_record,
     query_words,
     record_of,
@@ -190,7 +192,7 @@ class PostgresMemoryStore:
                 " FROM {s}.items, to_tsquery('english'::regconfig, %s) AS q"
                 f" WHERE {' AND '.join(where)} ORDER BY score DESC, seq LIMIT %s"
             )
-            args.insert(0, " | ".join(words))
+            return await self._select(sql, [*args, spec.limit], words=words)
         else:
             if spec.text:
                 where.append("strpos(lower(body), %s) > 0")
@@ -200,6 +202,19 @@ class PostgresMemoryStore:
                 " ORDER BY seq LIMIT %s"
             )
         return await self._select(sql, [*args, spec.limit])
+
+    async def _expression(self, conn: AsyncConnection[Any], words: list[str]) -> str | None:
+        """The ``to_tsquery`` text for ``words``: each counted up to COMMON_WORD matches."""
+        cursor = await conn.execute(
+            self._sql(
+                "SELECT w, (SELECT count(*) FROM (SELECT 1 FROM {s}.items"
+                " WHERE tsv @@ plainto_tsquery('english'::regconfig, w) LIMIT %s) AS m)"
+                " FROM unnest(%s::text[]) AS w"
+            ),
+            (COMMON_WORD, words),
+        )
+        counts = {str(word): int(n) for word, n in await cursor.fetchall()}
+        return full_text(counts, " | ", " & ")
 
     async def export(self, namespace: str | None = None) -> list[MemoryItem]:
         where = "(expires_at IS NULL OR expires_at > %s)"
@@ -375,8 +390,17 @@ class PostgresMemoryStore:
                 if not cursor.nextset():
                     return new
 
-    async def _select(self, statement: str, args: list[Any]) -> list[MemoryItem]:
+    async def _select(
+        self, statement: str, args: list[Any], *, words: list[str] | None = None
+    ) -> list[MemoryItem]:
+        """Run a SELECT of items; with ``words``, its first parameter is their full-text
+        expression, made on the same connection."""
         async with self._guard(), self._connection() as conn:
+            if words is not None:
+                expression = await self._expression(conn, words)
+                if expression is None:
+                    return []
+                args = [expression, *args]
             cursor = await conn.execute(self._sql(statement), args)
             rows = await cursor.fetchall()
         return [

@@ -27,11 +27,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from builtin_providers.stores.base import (
+    COMMON_WORD,
     MemoryItem,
     as_query,
     body_of,
     canonical,
     digest_of,
+    full_text,
     query_words,
     record_of,
 )
@@ -149,11 +151,11 @@ class SqliteMemoryStore:
             )
             args += [spec.namespace, key, canonical(value)]
         if spec.text and spec.match == "fulltext":
-            words = query_words(spec.text)
-            if not words:
+            expression = await self._run(self._expression, query_words(spec.text))
+            if expression is None:
                 return []
             where.insert(0, "items_fts MATCH ?")
-            args.insert(0, " OR ".join(f'"{word}"' for word in words))
+            args.insert(0, expression)
             if spec.min_score is not None:
                 where.append("bm25(items_fts) <= ?")
                 args.append(-spec.min_score)
@@ -224,6 +226,17 @@ class SqliteMemoryStore:
             raise StoreError(f"memory database {self.path}: {e}") from e
         except OSError as e:
             raise StoreError(f"memory database {self.path}: {e.strerror or e}") from e
+
+    def _expression(self, conn: sqlite3.Connection, words: list[str]) -> str | None:
+        """The FTS5 expression for ``words``: each counted up to COMMON_WORD matches."""
+        counts = {
+            f'"{word}"': conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
+                (f'"{word}"', COMMON_WORD),
+            ).fetchone()[0]
+            for word in words
+        }
+        return full_text(counts, " OR ", " AND ")
 
     def _select(self, conn: sqlite3.Connection, sql: str, args: list[Any]) -> list[MemoryItem]:
         return [
