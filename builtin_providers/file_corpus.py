@@ -250,8 +250,8 @@ class CorpusIndex:
     """A BM25 index over one corpus root; searched by any thread, refreshed in the background.
 
     One build runs at a time (``_build_lock``). ``refresh`` builds now and waits for any build
-    under way; ``current``, called by each turn, only starts a background refresh when one is
-    due, and returns the index there is.
+    under way; ``ready``, called by each turn, only starts a background refresh when one is
+    due, and ``search`` uses the index there is.
     """
 
     def __init__(self, config: FileCorpusConfig) -> None:
@@ -305,13 +305,14 @@ class CorpusIndex:
                 return snapshot.stats
             return self._update(progress, force=force)
 
-    def current(self) -> _Snapshot | None:
-        """The index a turn searches now (None before the first build); starts a background
-        refresh when one is due and none is running, and never waits for it."""
-        snapshot = self._snapshot
-        if snapshot is not None and self._due():
+    def ready(self) -> bool:
+        """Whether there is an index to search (False before the first build); starts a
+        background refresh when one is due and none is running, and never waits for it."""
+        if self._snapshot is None:
+            return False
+        if self._due():
             self._start_refresh()
-        return snapshot
+        return True
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the background refresh under way, if any (tests, orderly shutdown)."""
@@ -511,7 +512,7 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
         """The hits for ``query``. Only the first turn waits, for the first build (in a
         thread); later ones search the index there is, inline, while any refresh runs."""
         index = self.index
-        if index.current() is None:
+        if not index.ready():
             await asyncio.to_thread(index.refresh, self.progress)
         return index.search(query, self.config.top_k, self.config.min_score)
 

@@ -131,7 +131,7 @@ async def test_one_background_refresh_at_a_time(tmp_path: Path) -> None:
     before = threading.active_count()
     with index._build_lock:
         for _ in range(20):
-            index.current()
+            index.ready()
         assert threading.active_count() <= before + 1
     index.join(timeout=30)
 
@@ -146,7 +146,7 @@ async def test_a_failed_background_refresh_keeps_the_old_index(
     index.refresh()
     root.rename(tmp_path / "moved")
     with caplog.at_level(logging.WARNING):
-        assert index.current() is not None
+        assert index.ready()
         index.join(timeout=30)
     assert "refresh failed; the previous index keeps serving" in caplog.text
     assert [p.path for p, _ in index.search("word1", 3)] == ["f01.md"]
