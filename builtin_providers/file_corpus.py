@@ -187,18 +187,22 @@ class CorpusStats:
     @property
     def truncation(self) -> str | None:
         """Why the corpus is incomplete, naming the cap and its setting; None when it is not."""
-        over_count, over_bytes = self.skipped.over_file_count, self.skipped.over_total_bytes
-        if not over_count and not over_bytes:
-            return None
-        caps = []
-        if over_count:
-            caps.append(f"{over_count} over max_files")
-        if over_bytes:
-            caps.append(f"{over_bytes} over max_total_bytes")
-        return (
-            f"corpus truncated: {over_count + over_bytes} file(s) not indexed "
-            f"({', '.join(caps)}); raise the setting to index them"
-        )
+        return _truncation(self.skipped)
+
+
+def _truncation(skipped: WalkStats) -> str | None:
+    over_count, over_bytes = skipped.over_file_count, skipped.over_total_bytes
+    if not over_count and not over_bytes:
+        return None
+    caps = []
+    if over_count:
+        caps.append(f"{over_count} over max_files")
+    if over_bytes:
+        caps.append(f"{over_bytes} over max_total_bytes")
+    return (
+        f"corpus truncated: {over_count + over_bytes} file(s) not indexed "
+        f"({', '.join(caps)}); raise the setting to index them"
+    )
 
 
 @dataclass(frozen=True)
@@ -290,6 +294,21 @@ class CorpusIndex:
                 continue
             found.append((relative, info.st_size, info.st_mtime_ns))
         return found
+
+    def survey(self) -> str | None:
+        """The truncation warning the caps would cause, from file sizes alone (nothing is
+        read or indexed): for checks ahead of the first turn, such as ``validate``."""
+        config = self.config
+        skipped = WalkStats()
+        total = 0
+        for relative, size, _ in self._candidates(self._reader(), skipped, _Pacer()):
+            if size > config.max_file_bytes:
+                continue
+            if size > config.max_total_bytes - total:
+                skipped.count("over_total_bytes", relative)
+                continue
+            total += size
+        return _truncation(skipped)
 
     def _due(self) -> bool:
         return time.monotonic() - self._checked_at >= self.config.refresh_s

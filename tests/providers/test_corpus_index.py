@@ -175,6 +175,18 @@ def test_a_truncated_corpus_is_warned_about_naming_the_setting(
     assert "over max_total_bytes" in truncation
 
 
+def test_a_survey_predicts_the_truncation_without_building(tmp_path: Path) -> None:
+    write_corpus(tmp_path, 6)
+    by_count = CorpusIndex(FileCorpusConfig(name="d", root=tmp_path, max_files=4))
+    assert by_count.survey() == by_count.refresh().truncation
+    by_bytes = CorpusIndex(FileCorpusConfig(name="d", root=tmp_path, max_total_bytes=100))
+    assert by_bytes.survey() is not None
+    assert by_bytes.survey() == by_bytes.refresh().truncation
+    whole = CorpusIndex(FileCorpusConfig(name="d", root=tmp_path))
+    assert whole.survey() is None
+    assert whole.stats is None  # nothing was built
+
+
 def test_the_vocabulary_is_compacted_when_most_terms_are_gone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
