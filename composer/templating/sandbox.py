@@ -104,7 +104,8 @@ _FLOAT_CHARS = 24
 _COLLECTIONS = (list, tuple, set, frozenset, KeysView, ValuesView, ItemsView)
 # The end of a container's children, in ``_measure``.
 _DONE = object()
-# The element types of lists ``_measure`` sizes in one C-level pass.
+# The element types of lists ``_measure`` sizes in C, and how many elements at a time.
+_FLAT_CHUNK = 1 << 16
 _JUST_STR = frozenset({str})
 _JUST_INT = frozenset({int, bool})
 _JUST_FLOAT = frozenset({float})
@@ -216,20 +217,27 @@ def _children(item: Any) -> Iterable[Any] | None:
     return None
 
 
-def _flat_size(item: Any) -> int | None:
+def _flat_size(item: Any, budget: _Budget | None) -> int | None:
     """What ``_measure`` would count below a list or tuple of only strings, only integers or
-    only floats, counted in C; None for anything else, to be walked."""
+    only floats, counted in C a chunk at a time (the clock read between chunks); None for
+    anything else, to be walked."""
     if type(item) is not list and type(item) is not tuple:
         return None
-    kinds = set(map(type, item))
-    if kinds <= _JUST_STR:
-        return len(item) + sum(map(len, item))
-    if kinds <= _JUST_INT:
-        digits: int = sum(map(operator.floordiv, map(int.bit_length, item), itertools.repeat(3)))
-        return len(item) + digits
-    if kinds <= _JUST_FLOAT:
-        return len(item) * (1 + _FLOAT_CHARS)
-    return None
+    total = 0
+    for start in range(0, len(item), _FLAT_CHUNK):
+        if start and budget is not None:
+            budget.check_deadline()
+        part = item[start : start + _FLAT_CHUNK] if len(item) > _FLAT_CHUNK else item
+        kinds = set(map(type, part))
+        if kinds <= _JUST_STR:
+            total += sum(map(len, part))
+        elif kinds <= _JUST_INT:
+            total += sum(map(operator.floordiv, map(int.bit_length, part), itertools.repeat(3)))
+        elif kinds <= _JUST_FLOAT:
+            total += len(part) * _FLOAT_CHARS
+        else:
+            return None
+    return len(item) + total
 
 
 def _measure(value: Any, limit: int) -> int:
@@ -259,7 +267,7 @@ def _measure(value: Any, limit: int) -> int:
             total += _FLOAT_CHARS
         elif (size := known.get(id(item))) is not None:
             total += size - 1
-        elif (size := _flat_size(item)) is not None:
+        elif (size := _flat_size(item, budget)) is not None:
             known[id(item)] = size + 1
             total += size
         elif (children := _children(item)) is not None:
