@@ -123,6 +123,12 @@ def _shown(store: ItemStore) -> str:
     return str(getattr(store, "path", store))
 
 
+async def _missing(items: list[Any], target: ItemStore) -> int:
+    """How many of ``items`` the target does not hold (by namespace and id)."""
+    held = {(item.namespace, item.id) for item in await target.export()}
+    return sum(1 for item in items if (item.namespace, item.id) not in held)
+
+
 def _namespaces(counts: dict[str, int]) -> str:
     return ", ".join(f"{name or '(default)'}: {n}" for name, n in sorted(counts.items()))
 
@@ -135,8 +141,7 @@ async def _import(args: argparse.Namespace, output: Output, opened: list[ItemSto
         items = [dataclasses.replace(item, namespace=args.into) for item in items]
     before = sum((await target.counts()).values())
     added = await target.add(items)
-    held = {(item.namespace, item.id) for item in await target.export()}
-    missing = sum(1 for item in items if (item.namespace, item.id) not in held)
+    missing = await _missing(items, target)
     after = await target.counts()
     output.print(
         f"read {len(items)} items from {_shown(source)}; added {added}, "
@@ -173,8 +178,7 @@ async def _export(args: argparse.Namespace, output: Output, opened: list[ItemSto
         f"exported {len(items)} items from {_shown(store)} to {args.output}: added {added}, "
         f"{len(items) - added} already there"
     )
-    held = {(item.namespace, item.id) for item in await target.export()}
-    missing = sum(1 for item in items if (item.namespace, item.id) not in held)
+    missing = await _missing(items, target)
     if missing:
         output.error(f"composer memory: {missing} of the items exported are not in the file")
         return 1
