@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -225,13 +226,14 @@ class _Pacer:
     run at a time. Left alone, a turn that arrives while the refresh holds the interpreter
     lock waits for the thread switch interval (5 ms, some ten turns' worth); with short
     slices it waits at most one slice. ``time.sleep(0)`` would not do: the thread takes the
-    lock back before the waiting one wakes up.
+    lock back before the waiting one wakes up. Only a background refresh is paced: a build
+    that a caller waits for (the first turn, ``warm_up``) runs flat out.
     """
 
     __slots__ = ("_until",)
 
-    def __init__(self) -> None:
-        self._until = time.perf_counter() + _SLICE_S
+    def __init__(self, paced: bool = True) -> None:
+        self._until = time.perf_counter() + _SLICE_S if paced else math.inf
 
     def __call__(self) -> None:
         if time.perf_counter() >= self._until:
@@ -301,7 +303,7 @@ class CorpusIndex:
         config = self.config
         skipped = WalkStats()
         total = 0
-        for relative, size, _ in self._candidates(self._reader(), skipped, _Pacer()):
+        for relative, size, _ in self._candidates(self._reader(), skipped, _Pacer(False)):
             if size > config.max_file_bytes:
                 continue
             if size > config.max_total_bytes - total:
@@ -354,7 +356,7 @@ class CorpusIndex:
     def _refresh_in_background(self) -> None:
         try:
             with self._build_lock:
-                self._update(None)
+                self._update(None, paced=True)
         except Exception:
             logger.warning(
                 "file_corpus %s: refresh failed; the previous index keeps serving",
@@ -362,13 +364,15 @@ class CorpusIndex:
                 exc_info=True,
             )
 
-    def _update(self, progress: Progress | None, *, force: bool = False) -> CorpusStats:
+    def _update(
+        self, progress: Progress | None, *, force: bool = False, paced: bool = False
+    ) -> CorpusStats:
         """Walk the root; rebuild from the per-file cache when any file changed. Holds the
         build lock."""
         self._checked_at = time.monotonic()
         reader = self._reader()
         skipped = WalkStats()
-        pace = _Pacer()
+        pace = _Pacer(paced)
         candidates = self._candidates(reader, skipped, pace)
         snapshot = self._snapshot
         if snapshot is not None and not force and tuple(candidates) == snapshot.fingerprint:
