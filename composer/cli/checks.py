@@ -1,4 +1,5 @@
-"""Warnings for legal but suspicious manifest values (``composer validate`` prints them)."""
+"""What ``composer validate`` adds to the loader's errors: warnings for legal but suspicious
+values, and each provider type's own checks of the files its config names."""
 
 from __future__ import annotations
 
@@ -8,21 +9,26 @@ from typing import Any
 from composer.errors import ComposerError
 from composer.manifest import Manifest, Origin
 from composer.templating import compile_template
-from composer.tokens import count_tokens
 
-__all__ = ["Finding", "manifest_warnings"]
+__all__ = ["Finding", "manifest_findings", "manifest_warnings"]
 
 
 @dataclass(frozen=True)
 class Finding:
-    """A legal but suspicious value: where it is and why it is suspicious."""
+    """A value that is suspicious (a warning) or wrong for this machine (``error``)."""
 
     origin: Origin | None
     message: str
+    error: bool = False
 
     def render(self, fallback: str) -> str:
         where = self.origin.location if self.origin is not None else f"{fallback}:1:1"
-        return f"{where}: warning: {self.message}"
+        return f"{where}: {self.message}" if self.error else f"{where}: warning: {self.message}"
+
+
+def manifest_findings(manifest: Manifest) -> list[Finding]:
+    """Everything ``validate`` reports about a manifest that loaded: ``manifest_warnings``."""
+    return manifest_warnings(manifest)
 
 
 def manifest_warnings(manifest: Manifest) -> list[Finding]:
@@ -59,28 +65,36 @@ def manifest_warnings(manifest: Manifest) -> list[Finding]:
                     f"{label}: max_tokens {cap} is above the budget {budget}, so it never applies",
                 )
             )
-        least = _fixed_tokens(config)
-        if least is not None and (least > budget or (cap and least > cap)):
-            limit = f"its max_tokens {cap}" if cap and least > cap else f"the budget {budget}"
+        limit = min(cap, budget) if cap else budget
+        least = _fixed_tokens(config, limit)
+        if least is not None:
+            over = f"its max_tokens {cap}" if cap and least > cap else f"the budget {budget}"
             findings.append(
                 Finding(
                     manifest.origin("providers", config.name, "text")
                     or manifest.origin("providers", config.name),
-                    f"{label}: its fixed text is {least} tokens, over {limit}; "
+                    f"{label}: its fixed text is {least} tokens, over {over}; "
                     "it can never be admitted",
                 )
             )
     return findings
 
 
-def _fixed_tokens(config: Any) -> int | None:
-    """Tokens of a provider's text when that text is constant (no template syntax), else None."""
+def _fixed_tokens(config: Any, limit: int) -> int | None:
+    """Tokens of a provider's constant text (no template syntax) when they are over ``limit``.
+
+    None when the text is a template or fits. No o200k token is shorter than one UTF-8 byte,
+    so a text of at most ``limit`` bytes fits without loading the tokenizer.
+    """
     text = getattr(config, "text", None)
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text or len(text.encode("utf-8", "surrogatepass")) <= limit:
         return None
     try:
         if not compile_template(text).is_constant:
             return None
     except ComposerError:
         return None
-    return count_tokens(text)
+    from composer.tokens import count_tokens  # loads the tokenizer: only for long texts
+
+    tokens = count_tokens(text)
+    return tokens if tokens > limit else None

@@ -1,18 +1,21 @@
 """The effective manifest, value by value with where each came from; and what two differ in.
 
-``composer explain`` and ``composer diff`` are both views over ``effective_values``: every
-leaf of the validated manifest (after ``extends``, overlays and ``${VAR}``), keyed like
+``composer diff`` is a view over ``effective_values``: every leaf of the validated manifest
+(after ``extends``, overlays and ``${VAR}``), keyed by the manifest's own key names like
 ``("providers", "status", "request", "url")``, with its origin. A value that came from a
 variable is shown as written (``Bearer ${STATUS_TOKEN}``), never as its value; so is a
-provider whose name came from one (``provider ${TEAM}``).
+provider whose name came from one (``provider ${TEAM}``). ``composer explain`` and
+``composer render`` print the same manifest as YAML (``render.py``).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from composer.cli.render import manifest_folder, provider_name, relative_path, render_lines
 from composer.manifest import KeyPath, Manifest, Origin
 
 __all__ = [
@@ -41,17 +44,6 @@ class Value:
 
 def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def provider_name(manifest: Manifest, name: str | int) -> str:
-    """The provider's name as shown: as written (``${TEAM}``) when a variable went into it.
-
-    Providers are addressed by their substituted name, which is the variable's value: a secret.
-    """
-    origin = manifest.origin("providers", name, "name")
-    if origin is not None and origin.is_secret and origin.raw is not None:
-        return origin.raw
-    return str(name)
 
 
 def _path(manifest: Manifest, keys: KeyPath) -> str:
@@ -87,10 +79,11 @@ def effective_values(manifest: Manifest, *, whole_lists: bool = False) -> list[V
     ``whole_lists`` keeps a list of scalars as one value (``["a", "b"]``, located where the
     list starts) instead of one value per item; a diff reads better that way.
     """
-    top = manifest.model_dump(mode="json", exclude={"providers"})
-    pairs = _leaves(top, (), whole_lists)
+    folder = manifest_folder(manifest)
+    top = manifest.model_dump(by_alias=True, exclude={"providers"})
+    pairs = _leaves(_plain(top, folder), (), whole_lists)
     for config in manifest.providers:
-        data = config.model_dump(mode="json")
+        data = _plain(config.model_dump(by_alias=True), folder)
         pairs += _leaves(data, ("providers", config.name), whole_lists)
     values: list[Value] = []
     for keys, value in pairs:
@@ -102,6 +95,18 @@ def effective_values(manifest: Manifest, *, whole_lists: bool = False) -> list[V
             shown = _shown(manifest, keys, value)
         values.append(Value(keys, shown, origin, _path(manifest, keys)))
     return values
+
+
+def _plain(data: Any, folder: Path | None) -> Any:
+    """A model dump with each path relative to the manifest's folder (as written, mostly),
+    so that two checkouts of one folder do not differ in every path."""
+    if isinstance(data, Path):
+        return relative_path(data, folder)
+    if isinstance(data, dict):
+        return {key: _plain(value, folder) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_plain(value, folder) for value in data]
+    return data
 
 
 def _shown(manifest: Manifest, keys: KeyPath, value: Any) -> str:
@@ -122,31 +127,9 @@ def _origin_of(manifest: Manifest, keys: KeyPath) -> Origin | None:
     return None
 
 
-_ALIGN_AT_MOST = 60
-
-
 def explain_lines(manifest: Manifest) -> list[str]:
-    """The effective manifest as YAML-like lines, each value followed by ``# file:line:col``."""
-    values = effective_values(manifest)
-    # Comments line up, except after a value too long to wait for (a template): one long
-    # line must not push every comment off an ordinary terminal.
-    width = max((n for v in values if (n := len(_label(v))) <= _ALIGN_AT_MOST), default=0)
-    lines: list[str] = []
-    current: str | int | None = None
-    for value in values:
-        if value.keys[:1] == ("providers",) and value.keys[1] != current:
-            current = value.keys[1]
-            where = manifest.origin("providers", current)
-            shown = provider_name(manifest, current)
-            lines.append(f"provider {shown}" + (f"  # {where.location}" if where else ""))
-        lines.append(f"{_label(value).ljust(width)}  # {value.where}")
-    return lines
-
-
-def _label(value: Value) -> str:
-    keys = value.keys[2:] if value.keys[:1] == ("providers",) else value.keys
-    indent = "  " if value.keys[:1] == ("providers",) else ""
-    return f"{indent}{'.'.join(str(k) for k in keys)}: {value.shown}"
+    """The effective manifest as YAML lines, each value followed by ``# file:line:col``."""
+    return render_lines(manifest)
 
 
 @dataclass(frozen=True)
@@ -158,6 +141,8 @@ class Change:
     after: Value | None  # None: only in the first
 
     def describe(self) -> str:
+        if self.before is not None and self.after is not None and self.keys == _ORDER:
+            return f"~ {self.before.path}: {self.before.shown} -> {self.after.shown}"
         if self.before is None:
             assert self.after is not None
             return f"+ {self.after.path}: {self.after.shown}  # {self.after.where}"
@@ -187,7 +172,19 @@ def diff_manifests(first: Manifest, second: Manifest) -> list[Change]:
             changes.append(Change(keys, before, after))
     for name in [c.name for c in second.providers if c.name not in names_a]:
         changes.append(Change(("providers", name), None, _whole(second, name)))
+    order_a = [c.name for c in first.providers if c.name in names_b]
+    order_b = [c.name for c in second.providers if c.name in names_a]
+    if order_a != order_b:  # blocks render in declaration order: a move changes the text
+        changes.append(Change(_ORDER, _order(first, order_a), _order(second, order_b)))
     return changes
+
+
+_ORDER: KeyPath = ("providers", "(order)")
+
+
+def _order(manifest: Manifest, names: list[str]) -> Value:
+    shown = ", ".join(provider_name(manifest, name) for name in names)
+    return Value(_ORDER, shown, None, "providers (order)")
 
 
 def _whole(manifest: Manifest, name: str) -> Value:

@@ -13,7 +13,6 @@ from files other people write, and must not drive the operator's terminal or for
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import logging
@@ -21,27 +20,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from composer import __version__
-from composer.catalog import ProviderTypes
-from composer.cli.checks import manifest_warnings
-from composer.cli.explain import diff_manifests, explain_lines
 from composer.cli.memory import add_memory
-from composer.cli.preview import (
-    DEFAULT_SYSTEM,
-    Preview,
-    PreviewDocument,
-    ProviderRow,
-    first_line,
-    run_preview,
-)
-from composer.cli.schema import manifest_schema
 from composer.cli.serve import add_serve
-from composer.errors import ComposerError, ManifestError, SettingsError
-from composer.manifest import Manifest
-from composer.manifest.loader import load_manifest
-from composer.manifest.yamlnodes import printable
+
+if TYPE_CHECKING:  # each command imports what it runs, so --help and --version stay light
+    from composer.cli.preview import Preview, ProviderRow
+    from composer.manifest import Manifest
 
 __all__ = [
     "COMMANDS",
@@ -49,6 +36,13 @@ __all__ = [
     "build_parser",
     "main",
 ]
+
+
+def printable(text: str, *, keep: str = "", json: bool = False) -> str:
+    """``composer.manifest.yamlnodes.printable``, imported when first needed."""
+    from composer.manifest.yamlnodes import printable as escape
+
+    return escape(text, keep=keep, json=json)
 
 
 class Output:
@@ -116,27 +110,70 @@ def _wants_colour(stream: TextIO) -> bool:
 # --------------------------------------------------------------------------- shared
 
 
-def _load(args: argparse.Namespace, output: Output, env: str | None = None) -> Manifest | None:
-    """The manifest named on the command line, or None after printing its located errors."""
+def _load(
+    args: argparse.Namespace,
+    output: Output,
+    env: str | None = None,
+    *,
+    path: str | None = None,
+    shown: Callable[[str], str] | None = None,
+) -> Manifest | None:
+    """The manifest named on the command line (or ``path``), or None after printing its
+    located errors, each passed through ``shown`` when given.
+
+    ``--no-interpolate``, where the command has it, loads without reading any variable.
+    """
+    from composer.errors import ManifestError, SettingsError
+    from composer.manifest.loader import load_manifest
+
     try:
-        return load_manifest(args.manifest, env=env if env is not None else args.env)
+        return load_manifest(
+            args.manifest if path is None else path,
+            env=env if env is not None else args.env,
+            interpolate=not args.no_interpolate,
+        )
     except ManifestError as e:
         for error in e.errors:
-            output.error(f"{error.location}: {error.message}")
+            line = f"{error.location}: {error.message}"
+            output.error(shown(line) if shown else line)
         return None
     except SettingsError as e:
-        output.error(f"composer: {e}")
+        output.error(f"composer: {shown(str(e)) if shown else e}")
         return None
 
 
 _MANIFEST_HELP = "a manifest file, or a folder of <env>.yaml files (default: $COMPOSER_MANIFEST)"
 
 
+class _Once(argparse.Action):
+    """An option that may be given once: a second ``--env`` is a usage error, not a silent
+    override (``validate . --env dev --env prod`` would check prod alone)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} given twice; give it once (or see --all-envs)")
+        setattr(namespace, self.dest, values)
+
+
 def _add_manifest_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifest", metavar="MANIFEST", nargs="?", help=_MANIFEST_HELP)
     parser.add_argument(
-        "--env", help="environment: picks <MANIFEST>/<ENV>.yaml (default: $COMPOSER_ENV)"
+        "--env",
+        action=_Once,
+        help="environment: picks <MANIFEST>/<ENV>.yaml (default: $COMPOSER_ENV)",
     )
+
+
+_NO_INTERPOLATE_HELP = (
+    "read no variable: check each ${VAR} is well formed, use defaults, and list the variables "
+    "the environment needs (for CI without secrets)"
+)
 
 
 # --------------------------------------------------------------------------- preview
@@ -188,6 +225,11 @@ def add_preview(subparsers: Any) -> None:
 
 
 def run_preview_command(args: argparse.Namespace, output: Output) -> int:
+    import asyncio
+
+    from composer.cli.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
+    from composer.errors import ComposerError
+
     manifest = _load(args, output)
     if manifest is None:
         return 1
@@ -229,7 +271,11 @@ class _OneLineHandler(logging.Handler):
         self.redact = redact
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "composer.registry":
+            return  # a provider that raised or timed out: its row already says so, once
         try:
+            from composer.cli.preview import first_line
+
             text = f"composer: {record.levelname.lower()}: {record.getMessage()}"
             error = record.exc_info[1] if record.exc_info else None
             if error is not None:
@@ -321,6 +367,7 @@ def _print_preview(
     if output.colour:
         _print_rich_table(rows, [row.outcome for row in preview.rows], output)
     else:
+        notes = _note_long_outcomes(rows)
         widths = [max(len(r[i]) for r in [_HEADERS, *rows]) for i in range(len(_HEADERS))]
         for cells in [_HEADERS, *rows]:
             padded = [
@@ -328,12 +375,34 @@ def _print_preview(
                 for i, cell in enumerate(cells)
             ]
             output.print("  ".join(padded).rstrip())
+        if notes:
+            output.print("")
+            for note in notes:
+                output.print(note)
     output.print("")
     output.print(f"budget: {preview.used} of {preview.budget} tokens used")
     output.print("")
     output.print("----- model-visible guidance: system + injected blocks + guidance -----")
     output.block(redact(preview.guidance or ""))
     output.print("----- end -----")
+
+
+_OUTCOME_WIDTH = 60
+"""Widest outcome cell of the plain table; a longer one (an error) becomes a numbered note,
+so that a piped table stays as narrow as its names."""
+
+
+def _note_long_outcomes(rows: list[list[str]]) -> list[str]:
+    """Replace each outcome cell wider than ``_OUTCOME_WIDTH`` by ``label [n]``; the notes."""
+    notes: list[str] = []
+    for cells in rows:
+        outcome = cells[4]
+        if len(outcome) <= _OUTCOME_WIDTH:
+            continue
+        label, _, detail = outcome.partition(": ")
+        notes.append(f"[{len(notes) + 1}] {cells[0]}: {detail}")
+        cells[4] = f"{label} [{len(notes)}]"
+    return notes
 
 
 def _quoted(text: str) -> str:
@@ -355,29 +424,50 @@ def _print_rich_table(rows: list[list[str]], outcomes: list[str], output: Output
     Console(file=output.out, highlight=False, emoji=False).print(table)
 
 
-# --------------------------------------------------------------------------- explain
+# --------------------------------------------------------------------------- render
+
+
+def add_render(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "render",
+        help="print the effective manifest as YAML, each value with the file:line that set it",
+        description=(
+            "Print the manifest as it is after extends, overlays and ${VAR}, as YAML that "
+            "loads again to the same manifest: the manifest's own key names, every value "
+            "followed by `# file:line:col` of the file that set it (or `# default`), values "
+            "written with variables as written (${NAME}), never their value, and paths "
+            "relative to MANIFEST's folder."
+        ),
+    )
+    _add_manifest_arguments(parser)
+    parser.add_argument("--no-interpolate", action="store_true", help=_NO_INTERPOLATE_HELP)
+    parser.set_defaults(run=run_render)
 
 
 def add_explain(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "explain",
-        help="show the effective manifest, each value with the file and line it came from",
-        description=(
-            "Print the manifest as it is after extends, overlays and ${VAR}: every value with "
-            "`# file:line:col` of the file that set it, or `# default`. Values that came from "
-            "variables are shown as written (${NAME}), never as their value."
-        ),
+        help="the same as render: the effective manifest with where each value came from",
+        description="The same as `composer render`: " + _RENDER_DESCRIPTION,
     )
     _add_manifest_arguments(parser)
-    parser.set_defaults(run=run_explain)
+    parser.add_argument("--no-interpolate", action="store_true", help=_NO_INTERPOLATE_HELP)
+    parser.set_defaults(run=run_render)
 
 
-def run_explain(args: argparse.Namespace, output: Output) -> int:
+_RENDER_DESCRIPTION = (
+    "the effective manifest as YAML that loads again, each value with `# file:line:col`."
+)
+
+
+def run_render(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.render import render_lines
+
     manifest = _load(args, output)
     if manifest is None:
         return 1
     output.print(f"# effective manifest: {manifest.path or args.manifest}")
-    for line in explain_lines(manifest):
+    for line in render_lines(manifest):
         output.print(line)
     return 0
 
@@ -388,33 +478,96 @@ def run_explain(args: argparse.Namespace, output: Output) -> int:
 def add_diff(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "diff",
-        help="what differs between two environments, provider by provider",
+        help="what differs between two environments, folders or revisions, provider by provider",
         description=(
-            "Load MANIFEST for two environments (--env A --env B) and list every value that "
-            "differs: `~` changed, `+` only in B, `-` only in A, each with where it was set. "
-            "Exit 0 whether or not they differ; 1 when either does not load."
+            "Compare two effective manifests and list every value that differs: `~` changed, "
+            "`+` only in the second, `-` only in the first, each with the file:line:col that "
+            "set it on either side; a provider only on one side is one line, a change of "
+            "provider order another. Three forms: MANIFEST --env A --env B (two environments "
+            "of one folder); OLD NEW [--env ENV] (one environment of two folders or files); "
+            "MANIFEST --rev A..B [--env ENV] (one environment at two git revisions; --rev A "
+            "compares A with the working tree). Exit 0, or with --exit-code 1 when they differ; "
+            "a side that does not load exits 1 (2 with --exit-code)."
         ),
     )
     parser.add_argument("manifest", metavar="MANIFEST", nargs="?", help=_MANIFEST_HELP)
+    parser.add_argument("other", metavar="NEW", nargs="?", help="the second folder or file")
     parser.add_argument(
-        "--env", action="append", required=True, help="give exactly two: --env A --env B"
+        "--env", action="append", help="one environment, or two to compare: --env A --env B"
     )
+    parser.add_argument("--rev", help="git revisions: A..B, A.. (A against HEAD), or A")
+    parser.add_argument(
+        "--exit-code", action="store_true", help="exit 1 when there are differences"
+    )
+    parser.add_argument("--no-interpolate", action="store_true", help=_NO_INTERPOLATE_HELP)
     parser.set_defaults(run=run_diff)
 
 
 def run_diff(args: argparse.Namespace, output: Output) -> int:
-    if len(args.env) != 2:
-        output.error("composer diff: give exactly two environments: --env A --env B")
+    from composer.cli.revisions import checkout, split_range
+    from composer.errors import SettingsError
+
+    envs: list[str] = args.env or []
+    if args.other is None and args.rev is None:
+        if len(envs) != 2:
+            output.error("composer diff: give exactly two environments: --env A --env B")
+            return 2
+        first, second = (_load(args, output, env) for env in envs)
+        return _print_diff(args, output, f"{envs[0]} -> {envs[1]}", first, second)
+    if len(envs) > 1:
+        output.error("composer diff: two folders or revisions compare one environment: --env ENV")
         return 2
-    first, second = (_load(args, output, env=env) for env in args.env)
+    if args.other is not None and args.rev is not None:
+        output.error("composer diff: give NEW or --rev, not both")
+        return 2
+    if args.manifest is None:
+        output.error("composer diff: give MANIFEST")
+        return 2
+    env = envs[0] if envs else None
+    try:
+        old, new = split_range(args.rev) if args.rev is not None else (None, None)
+        with (
+            checkout(args.manifest, old) as before,
+            checkout(args.other or args.manifest, new) as after,
+        ):
+            title = (
+                f"{old} -> {new or 'working tree'}"
+                if args.rev
+                else f"{args.manifest} -> {args.other}"
+            )
+            first = _load(args, output, env, path=before.path, shown=before.shown)
+            second = _load(args, output, env, path=after.path, shown=after.shown)
+            shown = (before.shown, after.shown)
+            return _print_diff(
+                args, output, title + (f" (env {env})" if env else ""), first, second, shown
+            )
+    except SettingsError as e:
+        output.error(f"composer diff: {e}")
+        return 2 if args.exit_code else 1
+
+
+def _print_diff(
+    args: argparse.Namespace,
+    output: Output,
+    title: str,
+    first: Manifest | None,
+    second: Manifest | None,
+    shown: Sequence[Callable[[str], str]] = (),
+) -> int:
+    """Print the differences; the exit code (``--exit-code``: 1 when any, 2 when a side failed)."""
+    from composer.cli.explain import diff_manifests
+
     if first is None or second is None:
-        return 1
+        return 2 if args.exit_code else 1
     changes = diff_manifests(first, second)
     noun = "difference" if len(changes) == 1 else "differences"
-    output.print(f"# {args.env[0]} -> {args.env[1]}: {len(changes)} {noun}")
+    output.print(f"# {title}: {len(changes)} {noun}")
     for change in changes:
-        output.print(change.describe())
-    return 0
+        line = change.describe()
+        for relabel in shown:  # a revision's export shown as REV:folder/
+            line = relabel(line)
+        output.print(line)
+    return 1 if args.exit_code and changes else 0
 
 
 # --------------------------------------------------------------------------- validate
@@ -425,30 +578,90 @@ def add_validate(subparsers: Any) -> None:
         "validate",
         help="check a manifest; every error located as file:line:col",
         description=(
-            "Load MANIFEST (a file, or a folder of per-environment files with --env), apply "
-            "extends and ${VAR}, validate every provider. Exit 0 when valid (warnings "
-            "included), 1 when not."
+            "Load MANIFEST (a file, or a folder of per-environment files with --env or "
+            "--all-envs), apply extends and ${VAR}, validate every provider, its templates and "
+            "the files it names. Exit 0 when valid (warnings included), 1 when not. With "
+            "--no-interpolate no variable is read (CI needs no secret) and the variables each "
+            "environment needs are listed."
         ),
     )
     _add_manifest_arguments(parser)
+    parser.add_argument(
+        "--all-envs",
+        action="store_true",
+        help="validate every environment of the MANIFEST folder, one report each",
+    )
+    parser.add_argument("--no-interpolate", action="store_true", help=_NO_INTERPOLATE_HELP)
     parser.set_defaults(run=run_validate)
 
 
 def run_validate(args: argparse.Namespace, output: Output) -> int:
-    manifest = _load(args, output)
+    if not args.all_envs:
+        return 0 if _validate_one(args, output, args.env) else 1
+    from composer.manifest.loader import environments
+
+    if args.env is not None:
+        output.error("composer validate: give --env or --all-envs, not both")
+        return 2
+    if args.manifest is None or not os.path.isdir(args.manifest):
+        output.error("composer validate: --all-envs needs MANIFEST to be a folder")
+        return 2
+    names = environments(args.manifest)
+    invalid = [env for env in names if not _validate_one(args, output, env)]
+    verdict = f"{len(names) - len(invalid)} valid"
+    if invalid:
+        verdict += f", {len(invalid)} invalid ({', '.join(invalid)})"
+    noun = "environment" if len(names) == 1 else "environments"
+    output.print(f"{args.manifest}: {len(names)} {noun}: {verdict}")
+    return 1 if invalid or not names else 0
+
+
+def _validate_one(args: argparse.Namespace, output: Output, env: str | None) -> bool:
+    """Validate one environment, print what was found; whether it is valid."""
+    from composer.cli.checks import manifest_findings
+
+    manifest = _load(args, output, env)
     if manifest is None:
-        return 1
+        return False
     shown = str(manifest.path or args.manifest)
-    for finding in manifest_warnings(manifest):
-        output.warning(manifest.redact(finding.render(shown)))
+    valid = True
+    for finding in manifest_findings(manifest):
+        line = manifest.redact(finding.render(shown))
+        if finding.error:
+            output.error(line)
+            valid = False
+        else:
+            output.warning(line)
+    if not valid:
+        return False
     enabled = sum(1 for config in manifest.providers if config.enabled)
+    how = "valid without variables" if args.no_interpolate else "valid"
     output.print(
         manifest.redact(
-            f"{shown}: valid; {len(manifest.providers)} providers ({enabled} enabled), "
+            f"{shown}: {how}; {len(manifest.providers)} providers ({enabled} enabled), "
             f"budget {manifest.budget}"
         )
     )
-    return 0
+    if args.no_interpolate:
+        output.print(f"{shown}: {_variables_needed(manifest)}")
+    return True
+
+
+def _variables_needed(manifest: Manifest) -> str:
+    """Which variables an environment must have, with where each is first read, and which it
+    may have (a default applies, or only a disabled provider reads it)."""
+    needed: dict[str, str] = {}
+    optional: list[str] = []
+    for use in manifest.variables:
+        if use.required:
+            needed.setdefault(use.name, use.location)
+    for use in manifest.variables:
+        if use.name not in needed and use.name not in optional:
+            optional.append(use.name)
+    text = "needs " + (", ".join(f"{n} ({where})" for n, where in needed.items()) or "no variable")
+    if optional:
+        text += f"; reads if set: {', '.join(optional)}"
+    return text
 
 
 # --------------------------------------------------------------------------- schema
@@ -472,6 +685,10 @@ def add_schema(subparsers: Any) -> None:
 
 
 def run_schema(args: argparse.Namespace, output: Output) -> int:
+    from composer.catalog import ProviderTypes
+    from composer.cli.schema import manifest_schema
+    from composer.errors import ComposerError
+
     types = ProviderTypes.installed()
     for error in types.load_all():  # a broken plugin is reported, the others still documented
         output.error(f"composer: warning: {error}; its type is left out of the schema")
@@ -489,6 +706,7 @@ def run_schema(args: argparse.Namespace, output: Output) -> int:
 COMMANDS: list[Callable[[Any], None]] = [
     add_validate,
     add_preview,
+    add_render,
     add_explain,
     add_diff,
     add_schema,
@@ -500,10 +718,11 @@ COMMANDS: list[Callable[[Any], None]] = [
 
 _EPILOG = """\
 examples:
-  composer validate configs --env prod
+  composer validate configs --all-envs --no-interpolate   (CI: no secret needed)
   composer preview configs --env dev --instruction "the API returns 502s"
-  composer explain configs --env prod
+  composer render configs --env prod
   composer diff configs --env staging --env prod
+  composer diff configs --rev main..HEAD --env prod --exit-code
   composer serve configs --env prod              (HTTP; --mcp-stdio for an MCP client)
 
 environment:
@@ -523,6 +742,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"composer {__version__}")
+    parser.set_defaults(no_interpolate=False)
     subparsers = parser.add_subparsers(metavar="COMMAND", required=True)
     for add in COMMANDS:
         add(subparsers)

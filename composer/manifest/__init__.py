@@ -19,7 +19,14 @@ from composer.manifest.models import (
     manifest_model,
     redact,
 )
-from composer.manifest.source import KeyPath, Origin, SourceFloat, SourceInt, SourceStr
+from composer.manifest.source import (
+    KeyPath,
+    Origin,
+    SourceFloat,
+    SourceInt,
+    SourceStr,
+    VariableUse,
+)
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -33,6 +40,7 @@ __all__ = [
     "SourceInt",
     "SourceStr",
     "StrictModel",
+    "VariableUse",
     "manifest_model",
     "redact",
 ]

@@ -12,7 +12,7 @@ whatever PyYAML or a plugin raises, leaves as one ``ManifestError`` listing ever
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,8 @@ from composer.errors import ManifestError, PluginError, SettingsError
 from composer.manifest.models import Manifest, redact
 from composer.manifest.overlay import merge_chain
 from composer.manifest.settings import VARIABLE_NAME, Variables, load_settings
-from composer.manifest.source import KeyPath, Origin, Secret, SourceStr
-from composer.manifest.validation_errors import did_you_mean, translate
+from composer.manifest.source import KeyPath, Origin, Secret, SourceStr, VariableUse
+from composer.manifest.validation_errors import did_you_mean, locate, translate
 from composer.manifest.yamlnodes import (
     MAX_BYTES,
     MAX_DEPTH,
@@ -39,7 +39,7 @@ from composer.manifest.yamlnodes import (
     scalar_at,
 )
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "load_manifest"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "environments", "load_manifest"]
 
 
 @dataclass
@@ -54,6 +54,14 @@ class _Session:
     lenient: bool = False  # inside a disabled provider, an unset variable is no error
     variables_of: dict[int, tuple[str, ...]] = field(default_factory=dict)  # id(scalar) -> names
     unresolved: set[int] = field(default_factory=set)  # id(scalar) with an unset variable
+    read_variables: bool = True  # False: no value is looked up; defaults apply, the rest is kept
+    uses: list[VariableUse] = field(default_factory=list)
+    # Without values (read_variables=False): the placeholder an unset variable stands for in
+    # a scalar whose value must have a shape (id(scalar) -> index into _PLACEHOLDERS), and
+    # the mappings and lists holding such a scalar (a check over them cannot be judged).
+    placeholders: dict[int, int] = field(default_factory=dict)
+    uncertain: set[int] = field(default_factory=set)
+    _ancestors: list[int] = field(default_factory=list)
 
     # -- files
 
@@ -134,6 +142,7 @@ class _Session:
         used: list[str] = []
         problems: list[ManifestError] = []
         found: list[str] = []
+        unknown = False
         i = 0
         while (j := raw.find("$", i)) >= 0:
             out.append(raw[i:j])
@@ -160,14 +169,29 @@ class _Session:
                     )
                 )
                 continue
+            if record:
+                mark = node.mark
+                self.uses.append(
+                    VariableUse(
+                        name,
+                        f"{mark.display}:{mark.line}:{mark.column}",
+                        bool(has_default),
+                        not has_default and not self.lenient,
+                    )
+                )
             try:
-                value = self.variables.get(name)
+                value = self.variables.get(name) if self.read_variables else None
             except OSError as e:
                 problems.append(node.mark.error(f'cannot read secret "{name}": {e.strerror}'))
                 continue
             if value is None or (has_default and value == ""):
                 if has_default:
                     out.append(default)
+                    continue
+                if not self.read_variables:
+                    unknown = True  # its value is not read: nothing can be said about it
+                    chosen = self.placeholders.get(id(node))
+                    out.append(raw[j:i] if chosen is None else _PLACEHOLDERS[chosen])
                     continue
                 out.append(raw[j:i])  # kept as written, so no follow-on error about the value
                 if not self.lenient:
@@ -183,7 +207,7 @@ class _Session:
             found.append(value)
         out.append(raw[i:])
         if record:
-            if problems:
+            if problems or unknown:
                 self.unresolved.add(id(node))
             self.errors.extend(problems)
             self.secrets.update(value for value in found if value)
@@ -197,6 +221,8 @@ class _Session:
         if isinstance(node, Scalar):
             if node.is_str:
                 text, used = self.interpolate(node)
+                if not self.read_variables and id(node) in self.unresolved:
+                    self.uncertain.update(self._ancestors)
                 self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text, used)
                 if used:
                     self.variables_of[id(node)] = used
@@ -205,13 +231,26 @@ class _Session:
             self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text)
             return node.value
         self.origins[keys] = Origin(mark.display, mark.line, mark.column)
-        if isinstance(node, Seq):
-            return [self.value(item, (*keys, i)) for i, item in enumerate(node.items)]
-        return {key: self.value(child, (*keys, key)) for key, (_, child) in node.items.items()}
+        self._ancestors.append(id(node))
+        try:
+            if isinstance(node, Seq):
+                return [self.value(item, (*keys, i)) for i, item in enumerate(node.items)]
+            return {key: self.value(child, (*keys, key)) for key, (_, child) in node.items.items()}
+        finally:
+            self._ancestors.pop()
 
-    def entries(self, node: Seq) -> list[tuple[Node, Any, str]]:
+    def entry_value(self, entry: Node, keys: KeyPath) -> Any:
+        """A provider entry's value; inside a disabled one an unset variable is no error."""
+        enabled = scalar_at(entry, "enabled")
+        self.lenient = enabled is not None and enabled.value is False
+        try:
+            return self.value(entry, keys)
+        finally:
+            self.lenient = False
+
+    def entries(self, node: Seq) -> list[tuple[Node, KeyPath, str]]:
         """Each provider entry with its value and a label for messages (addressed by name)."""
-        result = []
+        result: list[tuple[Node, KeyPath, str]] = []
         self.origins[("providers",)] = Origin(node.mark.display, node.mark.line, node.mark.column)
         names: dict[str, Scalar] = {}
         for i, entry in enumerate(node.items):
@@ -229,37 +268,73 @@ class _Session:
                             "once variables are substituted"
                         )
                     )
-            enabled = scalar_at(entry, "enabled")
-            self.lenient = enabled is not None and enabled.value is False
-            try:
-                result.append((entry, self.value(entry, ("providers", key)), label))
-            finally:
-                self.lenient = False
+            result.append((entry, ("providers", key), label))
         return result
 
     # -- validation
 
     def validate(self, tree: Map) -> Manifest | None:
         """The manifest's keys by ``Manifest``, each provider by its type's config model."""
-        data: dict[str, Any] = {}
         configs: list[Any] = []
-        for key, (_, child) in tree.items.items():
-            if key == "providers" and isinstance(child, Seq):
-                for entry, value, label in self.entries(child):
-                    config = self.provider(entry, value, label)
-                    if config is not None:
-                        configs.append(config)
-                data[key] = configs
-            else:
-                data[key] = self.value(child, (key,))
-        try:
-            manifest = Manifest.model_validate(data)
-        except ValidationError as e:
-            self.errors.extend(self.located(e, tree, Manifest, ""))
-            return None
+        providers = tree.items.get("providers")
+        if providers is not None and isinstance(providers[1], Seq):
+            for entry, keys, label in self.entries(providers[1]):
+                config = self.provider(entry, keys, label)
+                if config is not None:
+                    configs.append(config)
+
+        def data() -> dict[str, Any]:
+            return {
+                key: configs
+                if key == "providers" and isinstance(child, Seq)
+                else self.value(child, (key,))
+                for key, (_, child) in tree.items.items()
+            }
+
+        manifest: Manifest | None = self.checked(Manifest, data, tree, "")
         return manifest
 
-    def provider(self, entry: Node, value: Any, label: str) -> Any:
+    def checked(self, model: type[Any], make: Callable[[], Any], tree: Node, label: str) -> Any:
+        """``model`` validated from ``make()``; None after recording the located errors.
+
+        Without variable values a value that needs one cannot be judged, but a model still
+        needs something of the right shape there: the unset variable stands for a
+        placeholder (``_PLACEHOLDERS``, chosen by what the field expects), and the errors of
+        that value and the checks over the mappings holding it are not reported.
+        """
+        for _ in range(len(_PLACEHOLDERS) + 1):
+            try:
+                return model.model_validate(make())
+            except ValidationError as e:
+                errors = self.located(e, tree, model, label)
+                if errors or self.read_variables:
+                    self.errors.extend(errors)
+                    return None
+                if not self.choose_placeholders(e, tree):
+                    break
+        self.errors.append(
+            tree.mark.error(
+                f"{label + ': ' if label else ''}cannot be checked without the values of its "
+                "variables; give them defaults (${NAME:-value}) or validate with them set"
+            )
+        )
+        return None
+
+    def choose_placeholders(self, error: ValidationError, tree: Node) -> bool:
+        """Give each unset value that failed the next placeholder; whether any changed."""
+        changed = False
+        for item in error.errors(include_url=False, include_input=False):
+            node = locate(tree, item["loc"], key_of_last=False)[2]
+            if node is None or id(node) not in self.unresolved:
+                continue
+            index = self.placeholders.get(id(node), -1) + 1
+            if index < len(_PLACEHOLDERS):
+                self.placeholders[id(node)] = index
+                changed = True
+        return changed
+
+    def provider(self, entry: Node, keys: KeyPath, label: str) -> Any:
+        value = self.entry_value(entry, keys)
         if not isinstance(entry, Map) or not isinstance(value, dict):
             self.errors.append(entry.mark.error(f"{label}: must be a mapping with name and type"))
             return None
@@ -289,9 +364,12 @@ class _Session:
             self.errors.append(type_node.mark.error(f'{label}: provider type "{type_name}": {e}'))
             return None
         try:
-            return model.model_validate(value)
-        except ValidationError as e:
-            self.errors.extend(self.located(e, entry, model, label))
+            first = [value]  # the value already built is used once; a retry builds it again
+
+            def make() -> Any:
+                return first.pop() if first else self.entry_value(entry, keys)
+
+            return self.checked(model, make, entry, label)
         except Exception as e:  # a plugin's validator raising something pydantic does not wrap
             self.errors.append(
                 entry.mark.error(f"{label}: rejected by type {type_name!r} ({type(e).__name__})")
@@ -309,12 +387,18 @@ class _Session:
             label,
             unresolved=self.unresolved,
             variables_of=self.variables_of,
+            uncertain=self.uncertain,
         )
 
     def redacted(self, error: ManifestError) -> ManifestError:
         """``error`` as shown: secrets masked, on one line whatever names it quotes."""
         message = printable(redact(error.message, self.secrets))
         return ManifestError(error.path, error.line, error.column, message)
+
+
+_PLACEHOLDERS = ("https://placeholder.invalid", "0", "false")
+"""What an unset variable stands for, in turn, when no value is read: a URL origin, a
+number, a boolean (an unset variable in a plain string needs none)."""
 
 
 def _unusable(file: Path) -> str | None:
@@ -329,8 +413,30 @@ def _unusable(file: Path) -> str | None:
 # --------------------------------------------------------------------------- entry point
 
 
+def environments(folder: str | os.PathLike[str]) -> list[str]:
+    """The environments of a folder: each ``<env>.yaml`` in it, by name, except test files.
+
+    A file whose top level holds ``tests`` is a ``composer test`` file kept next to the
+    manifests, not an environment. A file that cannot be read stays listed: loading it says
+    what is wrong.
+    """
+    found = []
+    for file in sorted(Path(folder).glob("*.yaml")):
+        try:
+            tree, _ = read_yaml(file.name, file)
+        except ManifestError:
+            tree = None
+        if not (isinstance(tree, Map) and "tests" in tree.items):
+            found.append(file.stem)
+    return found
+
+
 def _select(path: str | os.PathLike[str], env: str | None) -> tuple[str, Path]:
-    """The file to load: ``path`` itself, or ``<path>/<env>.yaml`` when ``path`` is a folder."""
+    """The file to load: ``path`` itself, or ``<path>/<env>.yaml`` when ``path`` is a folder.
+
+    A folder without an environment, or without that one, is a ``SettingsError``: no file is
+    at fault, so there is no line to point at.
+    """
     display = os.fspath(path)
     file = Path(path).absolute()  # values resolve relative paths against its folder
     try:
@@ -339,22 +445,18 @@ def _select(path: str | os.PathLike[str], env: str | None) -> tuple[str, Path]:
         folder = False
     if not folder:
         return display, file
-    found = sorted(p.stem for p in file.glob("*.yaml"))
-    listing = ", ".join(found) if found else "none"
     if not env:
-        raise ManifestError(
-            display,
-            1,
-            1,
-            f"is a folder; choose an environment with --env or COMPOSER_ENV (found: {listing})",
+        listing = ", ".join(environments(file)) or "none"
+        raise SettingsError(
+            f'"{printable(display)}" is a folder; choose an environment with --env or '
+            f"COMPOSER_ENV (found: {listing})"
         )
     # exists(), not is_file(): a FIFO or a folder named <env>.yaml is reported as what it is
     if not VARIABLE_NAME.fullmatch(env.replace("-", "_")) or not (file / f"{env}.yaml").exists():
-        raise ManifestError(
-            display,
-            1,
-            1,
-            f'no manifest for environment "{printable(env)}" here (found: {listing})',
+        listing = ", ".join(environments(file)) or "none"
+        raise SettingsError(
+            f'no manifest for environment "{printable(env)}" in "{printable(display)}" '
+            f"(found: {listing})"
         )
     return os.path.join(display, f"{env}.yaml"), file / f"{env}.yaml"
 
@@ -365,6 +467,8 @@ def load_manifest(
     env: str | None = None,
     environ: Mapping[str, str] | None = None,
     types: ProviderTypes | None = None,
+    interpolate: bool = True,
+    variables: Mapping[str, str] | None = None,
 ) -> Manifest:
     """Read, merge, interpolate and validate a manifest; every failure is one ManifestError,
     except unusable composer settings (``SettingsError``: no manifest file is at fault).
@@ -375,6 +479,12 @@ def load_manifest(
     ``path``, ``COMPOSER_MANIFEST`` is used. ``environ`` replaces ``os.environ`` for settings
     and ``${VAR}`` (a ``.env`` file and a secrets directory are consulted after it). ``types``
     defaults to every provider type installed.
+
+    ``variables`` replaces every source of ``${VAR}`` (environment, ``.env``, secrets
+    directory) with exactly that mapping. ``interpolate=False`` reads no variable at all:
+    each reference must still be well formed, a default applies, and a value that needs an
+    unset variable is kept as written and not judged (for checks in CI, where no secret is
+    available). ``Manifest.variables`` lists every reference either way.
     """
     try:
         settings = load_settings(environ)
@@ -388,8 +498,14 @@ def load_manifest(
     if types is None:
         types = ProviderTypes.installed()
     try:
-        session = _Session(settings.variables(environ), types)
         display, file = _select(path, env or settings.env)
+        if not interpolate:
+            lookup = Variables({})
+        elif variables is not None:
+            lookup = Variables(variables)
+        else:
+            lookup = settings.variables(environ)
+        session = _Session(lookup, types, read_variables=interpolate)
         manifest = _load(session, display, file)
     except (ManifestError, SettingsError):  # a secret file that cannot be read is a setting
         raise
@@ -410,4 +526,5 @@ def _load(session: _Session, display: str, file: Path) -> Manifest:
     manifest._secrets = frozenset(session.secrets)
     manifest._origins = dict(session.origins)
     manifest._types = session.types
+    manifest._variables = tuple(dict.fromkeys(session.uses))  # a retry reads a value again
     return manifest

@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from composer.hooks import Closeable
-from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr
+from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr, VariableUse
 from composer.templating import Expression, Template, template_check_exact
 
 if TYPE_CHECKING:
@@ -295,6 +295,7 @@ class Manifest(StrictModel):
     _shared: dict[str, Any] = PrivateAttr(default_factory=dict)
     _origins: dict[KeyPath, Origin] = PrivateAttr(default_factory=dict)
     _types: ProviderTypes | None = PrivateAttr(None)
+    _variables: tuple[VariableUse, ...] = PrivateAttr(())
 
     @property
     def path(self) -> Path | None:
@@ -334,6 +335,11 @@ class Manifest(StrictModel):
         each origin names the file (base or overlay) that set the final value.
         """
         return MappingProxyType(self._origins)
+
+    @property
+    def variables(self) -> tuple[VariableUse, ...]:
+        """Every ``${NAME}`` the effective manifest reads, in file order, with where it stands."""
+        return self._variables
 
     def origin(self, *keys: str | int) -> Origin | None:
         """The origin of the value at ``keys`` (e.g. ``origin("providers", "status")``), if any."""

@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MASK", "KeyPath", "Origin", "Secret", "SourceFloat", "SourceInt", "SourceStr"]
+__all__ = [
+    "MASK",
+    "KeyPath",
+    "Origin",
+    "Secret",
+    "SourceFloat",
+    "SourceInt",
+    "SourceStr",
+    "VariableUse",
+]
 
 MASK = "***"
 """What a secret is shown as."""
@@ -106,3 +115,17 @@ class Origin:
     @property
     def is_secret(self) -> bool:
         return bool(self.variables)
+
+
+@dataclass(frozen=True)
+class VariableUse:
+    """One ``${NAME}`` in the effective manifest: where it is written and whether it must be set.
+
+    ``required`` is false when the reference has a default (``${NAME:-x}``) or sits in a
+    disabled provider, where an unset variable is no error.
+    """
+
+    name: str
+    location: str
+    has_default: bool
+    required: bool

@@ -20,7 +20,7 @@ from composer.errors import ManifestError
 from composer.manifest.source import KeyPath
 from composer.manifest.yamlnodes import Map, Mark, Node, Seq
 
-__all__ = ["did_you_mean", "translate"]
+__all__ = ["did_you_mean", "locate", "translate"]
 
 
 def translate(
@@ -31,6 +31,7 @@ def translate(
     *,
     unresolved: Container[int],
     variables_of: Mapping[int, tuple[str, ...]],
+    uncertain: Container[int] = (),
 ) -> list[ManifestError]:
     """One located, human-worded ManifestError per pydantic error (input never echoed).
 
@@ -40,15 +41,18 @@ def translate(
 
     A validator's own words about a value that came from variables are not shown at all
     (they may quote part of the secret); the message names the variables instead. A value
-    with an unset variable was already reported, so what pydantic says about it is dropped.
+    with an unset variable was already reported, so what pydantic says about it is dropped;
+    so is a check over a mapping or list in ``uncertain`` (it holds a value not known).
     """
     results: list[ManifestError] = []
     seen: set[tuple[int, int, str]] = set()
     for item in error.errors(include_url=False, include_input=False):
         loc = item["loc"]
         kind = item["type"]
-        mark, path, node = _locate(tree, loc, key_of_last=kind == "extra_forbidden")
+        mark, path, node = locate(tree, loc, key_of_last=kind == "extra_forbidden")
         if id(node) in unresolved:
+            continue
+        if id(node) in uncertain and kind in ("value_error", "assertion_error"):
             continue
         where = _dotted(path)
         used = variables_of.get(id(node), ())
@@ -73,7 +77,7 @@ def translate(
     return results
 
 
-def _locate(
+def locate(
     tree: Node, loc: tuple[Any, ...], *, key_of_last: bool
 ) -> tuple[Mark, KeyPath, Node | None]:
     """The node a pydantic ``loc`` points at; union tags and missing keys are stepped over."""

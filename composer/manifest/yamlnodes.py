@@ -47,6 +47,7 @@ __all__ = [
     "Node",
     "Scalar",
     "Seq",
+    "core_value",
     "printable",
     "read_regular_file",
     "read_yaml",
@@ -358,7 +359,7 @@ class _Builder:
         mark = self.mark(node)
         if node.style is None and node.tag == _IMPLICIT:  # plain and untagged: typed
             try:
-                value = _core_value(text)
+                value = core_value(text)
             except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
                 self.errors.append(mark.error("number is too long"))
                 value = text
@@ -367,7 +368,7 @@ class _Builder:
         return Scalar(mark, text, text, is_str=True)
 
 
-def _core_value(text: str) -> Any:
+def core_value(text: str) -> Any:
     """A plain scalar typed by the YAML 1.2 core schema; ``text`` itself when it is a string."""
     if _NULL.fullmatch(text):
         return None

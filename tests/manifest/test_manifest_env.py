@@ -12,7 +12,7 @@ from builtin_providers.static import StaticConfig
 from composer.catalog import ProviderTypes
 from composer.errors import ManifestError, SettingsError
 from composer.manifest import Manifest
-from composer.manifest.loader import load_manifest
+from composer.manifest.loader import environments, load_manifest
 from composer.manifest.settings import load_settings
 
 if TYPE_CHECKING:
@@ -47,22 +47,36 @@ def test_an_explicit_env_wins_over_composer_env(envs: None, types: ProviderTypes
 def test_a_folder_without_env_is_an_error_listing_the_files(
     envs: None, types: ProviderTypes
 ) -> None:
+    """No file is at fault, so the error is a setting's, with no made-up line:column."""
     with pytest.raises(
-        ManifestError, match=r"^configs:1:1: .*--env or COMPOSER_ENV \(found: base, dev, prod\)"
+        SettingsError,
+        match=r'^"configs" is a folder; .*--env or COMPOSER_ENV \(found: base, dev, prod\)$',
     ):
         load_manifest("configs", environ={}, types=types)
 
 
 def test_an_unknown_env_is_an_error_listing_the_files(envs: None, types: ProviderTypes) -> None:
     with pytest.raises(
-        ManifestError, match=r'no manifest for environment "qa" here \(found: base, dev, prod\)'
+        SettingsError,
+        match=r'^no manifest for environment "qa" in "configs" \(found: base, dev, prod\)$',
     ):
         load_manifest("configs", env="qa", environ={}, types=types)
 
 
 def test_an_env_cannot_walk_out_of_the_folder(envs: None, types: ProviderTypes) -> None:
-    with pytest.raises(ManifestError, match=r'no manifest for environment "\.\./configs/dev"'):
+    with pytest.raises(SettingsError, match=r'no manifest for environment "\.\./configs/dev"'):
         load_manifest("configs", env="../configs/dev", environ={}, types=types)
+
+
+def test_a_test_file_beside_the_manifests_is_not_an_environment(
+    envs: None, write: Callable[..., Path], types: ProviderTypes
+) -> None:
+    """A ``composer test`` file is not listed; a file that does not parse still is."""
+    write("configs/tests.yaml", "manifest: .\ntests: []\n")
+    write("configs/broken.yaml", "version: [\n")
+    assert environments("configs") == ["base", "broken", "dev", "prod"]
+    with pytest.raises(SettingsError, match=r"\(found: base, broken, dev, prod\)$"):
+        load_manifest("configs", env="qa", environ={}, types=types)
 
 
 def test_env_is_ignored_for_a_file(envs: None, types: ProviderTypes) -> None:
