@@ -646,14 +646,14 @@ def _check_replace(args: _Args, kwargs: Mapping[str, Any]) -> None:
 
 
 def _check_wordwrap(args: _Args, kwargs: Mapping[str, Any]) -> None:
-    """textwrap walks words in Python and re-copies the rest of a word longer than the width
-    for every line it breaks off: quadratic in that word's length."""
+    """textwrap walks words in Python (about two operations' work each) and re-copies the rest
+    of a word longer than the width for every line it breaks off: quadratic in its length."""
     text = _as_text(args[0])
     width = max(_width(args, kwargs, 1, "width") or 79, 1)
     wrap = _arg(args, kwargs, 3, "wrapstring") or "\n"
     _refuse_over(len(text) + (len(text) // width + 1) * len(str(wrap)), "wordwrap")
     copies = sum(run * run // (2 * width) for run in _long_runs(_TEXTWRAP_WORD, text))
-    _charge(_words(text) + copies // _STEPS_PER_OP, "wordwrap")
+    _charge(2 * _words(text) + copies // _STEPS_PER_OP, "wordwrap")
 
 
 def _check_format(args: _Args, kwargs: Mapping[str, Any]) -> None:
@@ -727,8 +727,8 @@ def _check_tojson(args: _Args, kwargs: Mapping[str, Any]) -> None:
 
 
 def _check_urlize(args: _Args, kwargs: Mapping[str, Any]) -> None:
-    """Every link repeats its text and carries ``rel`` and ``target``; urlize's regexes are
-    quadratic in a word's length."""
+    """Every link repeats its text and carries ``rel`` and ``target``; each word costs about
+    eight operations (an escape and several regexes), which are quadratic in its length."""
     text = _as_text(args[0])
     attributes = " ".join(
         str(_arg(args, kwargs, i, n) or "") for i, n in ((3, "target"), (4, "rel"))
@@ -736,7 +736,7 @@ def _check_urlize(args: _Args, kwargs: Mapping[str, Any]) -> None:
     links = text.count(":") + text.count("@") + text.count("www.")
     _refuse_over(2 * _escaped_len(text) + links * (64 + _escaped_len(attributes)), "urlize")
     steps = sum(run * run for run in _long_runs(_URLIZE_WORD, text))
-    _charge(_words(text) + steps // _STEPS_PER_OP, "urlize")
+    _charge(8 * _words(text) + steps // _STEPS_PER_OP, "urlize")
 
 
 def _check_escape(args: _Args, kwargs: Mapping[str, Any]) -> None:
@@ -759,7 +759,8 @@ def _check_round(args: _Args, kwargs: Mapping[str, Any]) -> None:
 
 
 def _text_check(name: str, work: Callable[[str], int]) -> _FilterCheck:
-    """A text filter that loops in Python per word, tag or entity: charge ``work(text)``."""
+    """A text filter that loops in Python per piece, word, tag or entity, building a string or
+    two for each: charge ``work(text)``."""
 
     def check(args: _Args, kwargs: Mapping[str, Any]) -> None:
         _charge(work(_as_text(args[0])), name)
@@ -813,8 +814,8 @@ _FILTER_CHECKS: dict[str, _FilterCheck] = {
     **dict.fromkeys(("e", "escape", "forceescape"), _check_escape),
     **dict.fromkeys(("urlencode", "urlsegment"), _check_urlencode),
     "round": _check_round,
-    "title": _text_check("title", _words),
-    "wordcount": _text_check("wordcount", _words),
+    "title": _text_check("title", lambda text: 2 * len(text)),
+    "wordcount": _text_check("wordcount", lambda text: 2 * _words(text)),
     "striptags": _text_check("striptags", lambda text: text.count("<") + text.count("&")),
     **{name: _walk_check(name, cost) for name, cost in _WALKS.items()},
 }
