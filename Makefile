@@ -18,6 +18,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+	$(BIN)/composer test configs/tests.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -664,6 +664,70 @@ def _variables_needed(manifest: Manifest) -> str:
     return text
 
 
+# --------------------------------------------------------------------------- test
+
+
+def add_test(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "test",
+        help="run the expected turns of a test file; exit 1 when one does not hold",
+        description=(
+            "Run each turn of TESTS (a YAML file kept next to the manifests: environment, "
+            "instruction, optional system text and branch) against its manifest and check "
+            "what it expects: per provider an outcome, fired, skipped, failed or a bound on "
+            "tokens; strings or patterns in the folded text; the budget used. A provider given "
+            "a recorded response in the file answers with it instead of doing its work. "
+            "Variables come from the file only. Exit 0 when every expectation holds, 1 when "
+            "one does not or a turn cannot run."
+        ),
+    )
+    parser.add_argument("tests", metavar="TESTS", help="the test file (e.g. configs/tests.yaml)")
+    parser.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    parser.set_defaults(run=run_test)
+
+
+def run_test(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.expectations import junit_xml, load_tests, run_tests
+    from composer.errors import ManifestError
+    from composer.manifest import redact
+
+    try:
+        tests = load_tests(args.tests)
+    except ManifestError as e:
+        for error in e.errors:
+            output.error(f"{error.location}: {error.message}")
+        return 1
+    count = len(tests.model.tests)
+    output.print(f"{args.tests}: {count} test{'s' if count != 1 else ''}")
+    given = list(tests.model.variables.values())
+    with _log_records_to(output, lambda text: redact(text, given)):
+        results = run_tests(tests)
+    for result in results:
+        env = f" (env {result.env})" if result.env else ""
+        output.print(f"{'ok  ' if result.passed else 'FAIL'}  {result.name}{env}")
+        for failure in result.errors + result.failures:
+            output.print(f"      {failure.where}: {failure.message}")
+        if any(f.message.startswith("text:") for f in result.failures) and result.text:
+            output.print("      the folded text was:")
+            for line in result.text.splitlines()[:_TEXT_LINES]:
+                output.print(f"      | {line}")
+            if len(result.text.splitlines()) > _TEXT_LINES:
+                output.print("      | ...")
+    passed = sum(1 for result in results if result.passed)
+    summary = f"{passed} passed"
+    if passed < len(results):
+        summary += f", {len(results) - passed} failed"
+    output.print(summary)
+    if args.junit:
+        with open(args.junit, "wb") as handle:
+            handle.write(junit_xml(args.tests, results))
+    return 0 if passed == len(results) else 1
+
+
+_TEXT_LINES = 20
+"""Lines of the folded text shown under a failed text expectation."""
+
+
 # --------------------------------------------------------------------------- schema
 
 
@@ -672,30 +736,51 @@ def add_schema(subparsers: Any) -> None:
         "schema",
         help="print the JSON Schema of a manifest (for editor completion)",
         description=(
-            "Print the JSON Schema of a manifest with every installed provider type. Point "
-            "editors at it with a '# yaml-language-server: $schema=...' first line."
+            "Print the JSON Schema of a manifest with every installed provider type (each "
+            "schema has a stable $id). Point editors at it with a "
+            "'# yaml-language-server: $schema=...' first line, or write every schema once "
+            "with --write DIR and map file patterns to them in the editor's settings."
         ),
     )
-    parser.add_argument(
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
         "--overlay",
         action="store_true",
         help="the relaxed schema for files that use extends (no key is required)",
+    )
+    which.add_argument("--tests", action="store_true", help="the schema of a composer test file")
+    which.add_argument(
+        "--write",
+        metavar="DIR",
+        help="write manifest.schema.json, manifest.overlay.schema.json and tests.schema.json",
     )
     parser.set_defaults(run=run_schema)
 
 
 def run_schema(args: argparse.Namespace, output: Output) -> int:
+    from pathlib import Path
+
     from composer.catalog import ProviderTypes
-    from composer.cli.schema import manifest_schema
+    from composer.cli.schema import SCHEMA_FILES, manifest_schema, tests_schema, write_schemas
     from composer.errors import ComposerError
 
+    if args.tests:
+        output.json(json.dumps(tests_schema(), indent=2))
+        return 0
     types = ProviderTypes.installed()
     for error in types.load_all():  # a broken plugin is reported, the others still documented
         output.error(f"composer: warning: {error}; its type is left out of the schema")
     try:
+        if args.write is not None:
+            for path in write_schemas(Path(args.write), types):
+                output.print(f"wrote {path}: {SCHEMA_FILES[path.name]}")
+            return 0
         schema = manifest_schema(types, overlay=args.overlay)
     except ComposerError as e:
         output.error(f"composer: {e}")
+        return 1
+    except OSError as e:
+        output.error(f"composer schema: cannot write {args.write}: {e.strerror or e}")
         return 1
     output.json(json.dumps(schema, indent=2))
     return 0
@@ -709,6 +794,7 @@ COMMANDS: list[Callable[[Any], None]] = [
     add_render,
     add_explain,
     add_diff,
+    add_test,
     add_schema,
     add_memory,
     add_serve,
@@ -723,6 +809,7 @@ examples:
   composer render configs --env prod
   composer diff configs --env staging --env prod
   composer diff configs --rev main..HEAD --env prod --exit-code
+  composer test configs/tests.yaml --junit results.xml
   composer serve configs --env prod              (HTTP; --mcp-stdio for an MCP client)
 
 environment:

@@ -8,7 +8,7 @@ each row from those records (plus ``disabled`` for the providers the engine neve
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -110,6 +110,7 @@ async def run_preview(
     *,
     system: str | None = DEFAULT_SYSTEM,
     branch_name: str | None = None,
+    branch_metadata: Mapping[str, Any] | None = None,
     types: ProviderTypes | None = None,
     progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
 ) -> Preview:
@@ -117,9 +118,10 @@ async def run_preview(
 
     ``system=None`` previews a systemless branch (every provider reported skipped, none
     called). Error texts are passed through ``manifest.redact`` so no secret is shown.
+    ``branch_metadata`` is what templates see as ``branch.metadata``.
     """
     registry = build_registry(manifest, types=types)
-    branch = Branch(system, name=branch_name)
+    branch = Branch(system, name=branch_name, metadata=dict(branch_metadata or {}))
     branch._context_providers = registry
     try:
         if progress is not None and system is not None:

@@ -1,15 +1,42 @@
-"""The JSON Schema of a manifest, with every installed provider type (``composer schema``)."""
+"""JSON Schemas for editors (``composer schema``): the manifest with every installed provider
+type, its relaxed form for overlays, and the ``composer test`` file.
+
+Each has a stable ``$id`` (a URN: nothing to fetch), so an editor setting can map file
+patterns to one written copy (``composer schema --write DIR``) instead of each team folder
+keeping its own.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from composer.catalog import ProviderTypes
 from composer.manifest import manifest_model
 
-__all__ = ["SCHEMA_DIALECT", "manifest_schema"]
+__all__ = [
+    "MANIFEST_ID",
+    "OVERLAY_ID",
+    "SCHEMA_DIALECT",
+    "SCHEMA_FILES",
+    "TESTS_ID",
+    "manifest_schema",
+    "tests_schema",
+    "write_schemas",
+]
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+MANIFEST_ID = "urn:context-composer:schema:manifest:1"
+OVERLAY_ID = "urn:context-composer:schema:manifest-overlay:1"
+TESTS_ID = "urn:context-composer:schema:tests:1"
+
+SCHEMA_FILES = {
+    "manifest.schema.json": "a complete manifest",
+    "manifest.overlay.schema.json": "a manifest that extends another (nothing required)",
+    "tests.schema.json": "a composer test file",
+}
+"""What ``--write`` writes, by file name."""
 
 
 def manifest_schema(types: ProviderTypes | None = None, *, overlay: bool = False) -> dict[str, Any]:
@@ -20,11 +47,44 @@ def manifest_schema(types: ProviderTypes | None = None, *, overlay: bool = False
     """
     types = types if types is not None else ProviderTypes.installed()
     model = manifest_model(ptype.config for ptype in types)
-    schema: dict[str, Any] = {"$schema": SCHEMA_DIALECT, **model.model_json_schema()}
+    schema: dict[str, Any] = {
+        "$schema": SCHEMA_DIALECT,
+        "$id": OVERLAY_ID if overlay else MANIFEST_ID,
+        **model.model_json_schema(),
+    }
     schema["title"] = "composer manifest (overlay)" if overlay else "composer manifest"
     if overlay:
         schema = _relaxed(schema)
     return schema
+
+
+def tests_schema() -> dict[str, Any]:
+    """JSON Schema of a ``composer test`` file."""
+    from composer.cli.expectations import TestFile  # the runner's models, imported when asked
+
+    schema: dict[str, Any] = {
+        "$schema": SCHEMA_DIALECT,
+        "$id": TESTS_ID,
+        **TestFile.model_json_schema(),
+    }
+    schema["title"] = "composer tests"
+    return schema
+
+
+def write_schemas(folder: Path, types: ProviderTypes | None = None) -> list[Path]:
+    """Write every schema of ``SCHEMA_FILES`` into ``folder`` (made if missing); the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    schemas = {
+        "manifest.schema.json": manifest_schema(types),
+        "manifest.overlay.schema.json": manifest_schema(types, overlay=True),
+        "tests.schema.json": tests_schema(),
+    }
+    written = []
+    for name, schema in schemas.items():
+        path = folder / name
+        path.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def _relaxed(node: Any) -> Any:

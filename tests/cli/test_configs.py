@@ -15,6 +15,8 @@ from composer import load_manifest
 from composer.cli import main
 from composer.cli.preview import PreviewDocument
 from composer.cli.schema import manifest_schema
+from composer.cli.schema import tests_schema as schema_of_test_files
+from composer.manifest.loader import environments
 
 if TYPE_CHECKING:
     from cli.conftest import StatusServer
@@ -68,18 +70,44 @@ def test_the_schema_files_are_current(schema_file: str, overlay: bool, command: 
     )
 
 
+def test_the_test_file_schema_is_current() -> None:
+    stored = json.loads((CONFIGS / "tests.schema.json").read_text(encoding="utf-8"))
+    assert stored == schema_of_test_files(), (
+        "configs/tests.schema.json is out of date; regenerate it with "
+        "`composer schema --tests > configs/tests.schema.json`"
+    )
+
+
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
 def test_every_manifest_names_its_schema_on_the_first_line(path: Path) -> None:
     first = path.read_text(encoding="utf-8").splitlines()[0]
     assert first.startswith(SCHEMA_LINE), f"{path.name}: first line is {first!r}"
     target = first.removeprefix(SCHEMA_LINE)
     assert (path.parent / target).is_file()
-    overlay = "extends" in yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if "tests" in data:
+        assert target == "tests.schema.json"
+        return
+    overlay = "extends" in data
     assert target == ("manifest.overlay.schema.json" if overlay else "manifest.schema.json")
 
 
 def test_the_configs_are_what_the_tests_expect() -> None:
-    assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == ["base", *sorted(ENVIRONMENTS)]
+    """The environments, and a test file beside them that is not one."""
+    assert environments(CONFIGS) == ["base", *sorted(ENVIRONMENTS)]
+    assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == [
+        "base",
+        *sorted(ENVIRONMENTS),
+        "tests",
+    ]
+
+
+def test_the_bundled_tests_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    """configs/tests.yaml holds for the bundled manifests (make test also runs it)."""
+    assert main(["test", str(CONFIGS / "tests.yaml")]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.splitlines()[-1] == "6 passed"
 
 
 def test_base_has_one_provider_of_each_built_in_type() -> None:

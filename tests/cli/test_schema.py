@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 import pytest
+import yaml
+from repofiles import CONFIGS
 
 from builtin_providers.static import provider_type as static_type
 from composer.catalog import ProviderTypes
 from composer.cli import main
 from composer.cli.schema import manifest_schema
+from composer.cli.schema import tests_schema as schema_of_test_files
 from composer.manifest import ProviderConfig
 from composer.plugin import BuildContext, ProviderType
 
@@ -87,3 +91,44 @@ def test_the_overlay_schema_requires_nothing(capsys: pytest.CaptureFixture[str])
 def test_a_single_type_is_not_wrapped_in_a_union() -> None:
     schema = manifest_schema(ProviderTypes([static_type]))
     assert schema["properties"]["providers"]["items"] == {"$ref": "#/$defs/StaticConfig"}
+
+
+def test_each_schema_has_a_stable_id(capsys: pytest.CaptureFixture[str]) -> None:
+    """Editors and other schemas refer to them by $id; it does not change with the types."""
+    ids = []
+    for args in (["schema"], ["schema", "--overlay"], ["schema", "--tests"]):
+        assert main(args) == 0
+        ids.append(json.loads(capsys.readouterr().out)["$id"])
+    assert ids == [
+        "urn:context-composer:schema:manifest:1",
+        "urn:context-composer:schema:manifest-overlay:1",
+        "urn:context-composer:schema:tests:1",
+    ]
+    assert manifest_schema(ProviderTypes([static_type]))["$id"] == ids[0]
+
+
+def test_write_puts_every_schema_in_a_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "editor" / "schemas"
+    assert main(["schema", "--write", str(target)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"wrote {target / 'manifest.schema.json'}: a complete manifest",
+        f"wrote {target / 'manifest.overlay.schema.json'}: "
+        "a manifest that extends another (nothing required)",
+        f"wrote {target / 'tests.schema.json'}: a composer test file",
+    ]
+    assert json.loads((target / "manifest.schema.json").read_text()) == manifest_schema()
+    overlay = json.loads((target / "manifest.overlay.schema.json").read_text())
+    assert overlay == manifest_schema(overlay=True)
+    assert json.loads((target / "tests.schema.json").read_text())["title"] == "composer tests"
+
+
+def test_the_test_file_schema_accepts_the_bundled_tests_and_catches_mistakes() -> None:
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema checks the schema itself")
+    validator = jsonschema.Draft202012Validator(schema_of_test_files())
+    bundled = yaml.safe_load((CONFIGS / "tests.yaml").read_text())
+    assert list(validator.iter_errors(bundled)) == []
+    wrong = {"tests": [{"name": "x", "instruction": "y", "expect": {"budget": {"used": "~5"}}}]}
+    assert list(validator.iter_errors(wrong)) != []

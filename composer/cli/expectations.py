@@ -1,0 +1,479 @@
+"""``composer test``: expected turns a team keeps next to its manifests, checked in CI.
+
+A test file holds turns (environment, instruction, optional system text and branch) and what
+each must produce: per provider an outcome, fired or not, skipped or not, a bound on its
+tokens; on the folded text, strings it must or must not contain and patterns it must match;
+a bound on the budget used. Each turn is a real one: the manifest is loaded and its registry
+gathered exactly as ``composer preview`` does, except that a provider given a recorded
+response in the file answers with it instead of doing its work (the network stays out of CI,
+and what the manifest does around it, ``when``, ``wrap``, caps and the budget, still
+applies). Variables come from the file only, so a test means the same on every machine.
+
+Like a manifest, a test file is read as located YAML: a mistake in it, and every expectation
+that fails, is reported as ``file:line:col``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import re
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from composer.catalog import ProviderTypes
+from composer.cli.preview import DEFAULT_SYSTEM, Outcome, Preview, run_preview
+from composer.errors import ComposerError, ManifestError, ProviderError, SettingsError
+from composer.manifest import Manifest, StrictModel
+from composer.manifest.loader import load_manifest
+from composer.manifest.validation_errors import locate, translate
+from composer.manifest.yamlnodes import Map, Node, Seq, read_yaml
+from composer.plugin import BuildContext, ProviderConfig, ProviderType
+
+__all__ = [
+    "Bound",
+    "CaseResult",
+    "Failure",
+    "TestFile",
+    "junit_xml",
+    "load_tests",
+    "run_tests",
+]
+
+_FIRED: frozenset[str] = frozenset({"fired", "cached"})
+_SKIPPED: frozenset[str] = frozenset({"skipped_max_tokens", "skipped_budget"})
+_FAILED: frozenset[str] = frozenset({"failed", "timeout"})
+
+_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le,
+    "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+    "==": operator.eq,
+}
+_BOUND = re.compile(r"\s*(<=|>=|==|<|>)?\s*(\d+)\s*")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A comparison written ``"<= 600"`` (or a bare number, meaning ``== 600``)."""
+
+    op: str
+    value: int
+
+    def holds(self, actual: int) -> bool:
+        return _OPERATORS[self.op](actual, self.value)
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.value}"
+
+
+def _bound(value: Any) -> Bound:
+    if isinstance(value, bool):
+        raise ValueError('must be a number or a comparison such as "<= 600"')
+    if isinstance(value, int):
+        return Bound("==", int(value))
+    found = _BOUND.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        raise ValueError('must be a number or a comparison such as "<= 600"')
+    return Bound(found.group(1) or "==", int(found.group(2)))
+
+
+BoundField = Annotated[
+    Bound,
+    PlainValidator(_bound),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": r"^\s*(<=|>=|==|<|>)?\s*\d+\s*$"},
+            ],
+            "description": 'A number, or a comparison such as "<= 600".',
+        }
+    ),
+]
+
+
+def _as_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+Strings = Annotated[
+    list[str],
+    BeforeValidator(_as_list),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+]
+"""One string or a list of them."""
+
+
+class ProviderExpectation(StrictModel):
+    """What one provider must have done this turn."""
+
+    outcome: Outcome | None = Field(None, description="Exactly this outcome, as preview names it.")
+    fired: bool | None = Field(None, description="Admitted (fired, or fired from its cache).")
+    skipped: bool | None = Field(
+        None, description="Skipped over its max_tokens or over the budget."
+    )
+    failed: bool | None = Field(None, description="Raised or timed out.")
+    tokens: BoundField | None = Field(None, description='Its token count, e.g. "<= 600".')
+
+
+class TextExpectation(StrictModel):
+    """What the folded text (system + blocks + guidance) must hold."""
+
+    contains: Strings = Field(default_factory=list, description="Strings it must contain.")
+    not_contains: Strings = Field(default_factory=list, description="Strings it must not contain.")
+    matches: Strings = Field(
+        default_factory=list, description="Python regular expressions it must match (search)."
+    )
+
+    @field_validator("matches")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"not a regular expression: {e}") from None
+        return patterns
+
+
+class BudgetExpectation(StrictModel):
+    used: BoundField | None = Field(None, description='Tokens admitted in all, e.g. "<= 1200".')
+
+
+class Expectations(StrictModel):
+    providers: dict[str, ProviderExpectation] = Field(default_factory=dict)
+    text: TextExpectation | None = None
+    budget: BudgetExpectation | None = None
+
+
+class Recorded(StrictModel):
+    """A recorded response: the text the provider returns, or the error it raises."""
+
+    text: str | None = None
+    error: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Recorded:
+        if (self.text is None) == (self.error is None):
+            raise ValueError("give text or error")
+        return self
+
+
+class BranchSpec(StrictModel):
+    name: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class TestCase(StrictModel):
+    """One expected turn."""
+
+    __test__ = False  # not a pytest class, whatever its name
+
+    name: str = Field(min_length=1, description="What the turn shows; the report's name.")
+    env: str | None = Field(None, description="The environment: <manifest folder>/<env>.yaml.")
+    instruction: str = Field(description="The user turn.")
+    system: str | None = Field(
+        DEFAULT_SYSTEM,
+        description="The branch's system text (default: a stand-in; null: none, ADR-0008 D4).",
+    )
+    branch: BranchSpec = Field(
+        default_factory=BranchSpec, description="`name` and `metadata` templates see."
+    )
+    variables: dict[str, str] = Field(
+        default_factory=dict, description="Values for ${VAR}, over the file's."
+    )
+    responses: dict[str, str | Recorded] = Field(
+        default_factory=dict,
+        description="By provider name: the text it returns instead of doing its work, or "
+        "{error: message} to make it fail.",
+    )
+    expect: Expectations = Field(default_factory=Expectations, description="What must hold.")
+
+
+class TestFile(StrictModel):
+    """A file of expected turns, and the manifest they are checked against."""
+
+    __test__ = False
+
+    manifest: str = Field(".", description="The manifest file or folder, relative to this file.")
+    variables: dict[str, str] = Field(
+        default_factory=dict,
+        description="Values for ${VAR} in every test; no other source is read.",
+    )
+    tests: list[TestCase] = Field(min_length=1, description="The expected turns.")
+
+
+def _plain(node: Node) -> Any:
+    """A located tree as plain values; strings as written (a test file has no ``${VAR}``)."""
+    if isinstance(node, Map):
+        return {key: _plain(child) for key, (_, child) in node.items.items()}
+    if isinstance(node, Seq):
+        return [_plain(item) for item in node.items]
+    return node.value
+
+
+@dataclass(frozen=True)
+class Tests:
+    """A test file as read: the located tree (to place each failure) and the validated model."""
+
+    display: str
+    folder: Path
+    tree: Node
+    model: TestFile
+
+    def where(self, *keys: str | int, key: bool = False) -> str:
+        """``file:line:col`` of the value at ``keys`` (with ``key``, of its key)."""
+        mark = locate(self.tree, keys, key_of_last=key)[0]
+        return f"{mark.display}:{mark.line}:{mark.column}"
+
+
+def load_tests(path: str) -> Tests:
+    """The test file at ``path``; every mistake in it is a located ``ManifestError``."""
+    file = Path(path).absolute()
+    tree, errors = read_yaml(path, file)
+    if errors:
+        raise ManifestError.collect(errors)
+    try:
+        model = TestFile.model_validate(_plain(tree))
+    except ValidationError as e:
+        raise ManifestError.collect(
+            translate(e, tree, TestFile, "", unresolved=(), variables_of={})
+        ) from e
+    return Tests(path, file.parent, tree, model)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One expectation that did not hold, or a reason the turn could not run."""
+
+    where: str
+    message: str
+
+
+@dataclass
+class CaseResult:
+    name: str
+    env: str | None
+    failures: list[Failure] = field(default_factory=list)
+    errors: list[Failure] = field(default_factory=list)  # the turn could not be run
+    seconds: float = 0.0
+    text: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and not self.errors
+
+
+class _RecordedProvider:
+    """A provider answering with its recorded response instead of doing its work."""
+
+    def __init__(self, name: str, response: Recorded) -> None:
+        self.name = name
+        self._response = response
+
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        if self._response.error is not None:
+            raise ProviderError(self._response.error)
+        return self._response.text or None
+
+
+def _with_recorded(types: ProviderTypes, responses: Mapping[str, Recorded]) -> ProviderTypes:
+    """``types`` whose factories build a recorded provider for each name in ``responses``."""
+
+    def factory(ptype: ProviderType[Any]) -> Callable[[ProviderConfig, BuildContext], Any]:
+        def make(config: ProviderConfig, context: BuildContext) -> Any:
+            recorded = responses.get(config.name)
+            if recorded is not None:
+                return _RecordedProvider(config.name, recorded)
+            return ptype.factory(config, context)
+
+        return make
+
+    return ProviderTypes(
+        ProviderType(ptype.name, ptype.config, factory(ptype), ptype.summary) for ptype in types
+    )
+
+
+def _recorded(value: str | Recorded) -> Recorded:
+    return Recorded(text=value) if isinstance(value, str) else value
+
+
+async def _run_case(tests: Tests, index: int) -> CaseResult:
+    case = tests.model.tests[index]
+    result = CaseResult(case.name, case.env)
+    at: tuple[str | int, ...] = ("tests", index)
+    path = tests.folder / tests.model.manifest
+    try:
+        manifest = load_manifest(
+            path, env=case.env, variables={**tests.model.variables, **case.variables}
+        )
+    except ManifestError as e:
+        result.errors += [Failure(error.location, error.message) for error in e.errors]
+        return result
+    except SettingsError as e:
+        result.errors.append(Failure(tests.where(*at, "env"), str(e)))
+        return result
+    names = {config.name for config in manifest.providers}
+    for name in [*case.responses, *case.expect.providers]:
+        if name not in names:
+            key = "responses" if name in case.responses else "expect"
+            keys = (*at, key, name) if key == "responses" else (*at, key, "providers", name)
+            result.errors.append(
+                Failure(tests.where(*keys, key=True), f'no provider "{name}" in {manifest.path}')
+            )
+    if result.errors:
+        return result
+    responses = {name: _recorded(value) for name, value in case.responses.items()}
+    types = manifest.types or ProviderTypes.installed()
+    try:
+        preview = await run_preview(
+            manifest,
+            case.instruction,
+            system=case.system,
+            branch_name=case.branch.name,
+            branch_metadata=case.branch.metadata,
+            types=_with_recorded(types, responses) if responses else types,
+        )
+    except ComposerError as e:
+        result.errors.append(Failure(tests.where(*at), manifest.redact(f"the turn failed: {e}")))
+        return result
+    result.text = manifest.redact(preview.guidance or "")
+    result.failures = _compare(tests, at, case.expect, preview, manifest)
+    return result
+
+
+def _compare(
+    tests: Tests,
+    at: tuple[str | int, ...],
+    expect: Expectations,
+    preview: Preview,
+    manifest: Manifest,
+) -> list[Failure]:
+    """Every expectation of one turn that did not hold, with what happened instead."""
+    failures: list[Failure] = []
+    rows = {row.name: row for row in preview.rows}
+    for name, wanted in expect.providers.items():
+        row = rows[name]
+        keys = (*at, "expect", "providers", name)
+        actual = row.outcome + (f" ({row.error})" if row.error else "")
+        label = f'provider "{name}"'
+        checks: list[tuple[str, bool, str, str]] = []
+        if wanted.outcome is not None:
+            expected = f"outcome {wanted.outcome}"
+            checks.append(("outcome", row.outcome == wanted.outcome, expected, actual))
+        for key, kinds in (("fired", _FIRED), ("skipped", _SKIPPED), ("failed", _FAILED)):
+            want: bool | None = getattr(wanted, key)
+            if want is not None:
+                expected = key if want else f"not {key}"
+                checks.append((key, (row.outcome in kinds) == want, expected, actual))
+        if wanted.tokens is not None:
+            tokens = row.tokens
+            ok = tokens is not None and wanted.tokens.holds(tokens)
+            shown = f"{tokens} tokens" if tokens is not None else f"no tokens ({actual})"
+            checks.append(("tokens", ok, f"tokens {wanted.tokens}", shown))
+        for key, ok, expected, got in checks:
+            if not ok:
+                failures.append(
+                    Failure(tests.where(*keys, key), f"{label}: expected {expected}, got {got}")
+                )
+    text = manifest.redact(preview.guidance or "")
+    if expect.text is not None:
+        keys = (*at, "expect", "text")
+        for i, needle in enumerate(expect.text.contains):
+            if needle not in text:
+                failures.append(
+                    Failure(
+                        _item(tests, keys, "contains", i), f"text: expected to contain {needle!r}"
+                    )
+                )
+        for i, needle in enumerate(expect.text.not_contains):
+            if needle in text:
+                line = text[: text.index(needle)].count("\n") + 1
+                failures.append(
+                    Failure(
+                        _item(tests, keys, "not_contains", i),
+                        f"text: expected not to contain {needle!r}, found on line {line}",
+                    )
+                )
+        for i, pattern in enumerate(expect.text.matches):
+            if re.search(pattern, text) is None:
+                failures.append(
+                    Failure(
+                        _item(tests, keys, "matches", i), f"text: expected to match /{pattern}/"
+                    )
+                )
+    used = expect.budget.used if expect.budget is not None else None
+    if used is not None and not used.holds(preview.used):
+        failures.append(
+            Failure(
+                tests.where(*at, "expect", "budget", "used"),
+                f"budget: expected used {used}, got {preview.used} of {preview.budget}",
+            )
+        )
+    return failures
+
+
+def _item(tests: Tests, keys: tuple[str | int, ...], key: str, index: int) -> str:
+    """Where item ``index`` of a list written either as a list or as one string is."""
+    return tests.where(*keys, key, index)
+
+
+async def _run_all(tests: Tests) -> list[CaseResult]:
+    results = []
+    for index in range(len(tests.model.tests)):
+        started = time.perf_counter()
+        result = await _run_case(tests, index)
+        result.seconds = time.perf_counter() - started
+        results.append(result)
+    return results
+
+
+def run_tests(tests: Tests) -> list[CaseResult]:
+    """Run every test of the file, one after another; each result says what did not hold."""
+    return asyncio.run(_run_all(tests))
+
+
+def junit_xml(display: str, results: list[CaseResult]) -> bytes:
+    """The results as JUnit XML (one ``testsuite`` per file), the report CI systems read."""
+    failures = sum(1 for r in results if r.failures and not r.errors)
+    errors = sum(1 for r in results if r.errors)
+    seconds = f"{sum(r.seconds for r in results):.3f}"
+    counts = {"tests": str(len(results)), "failures": str(failures), "errors": str(errors)}
+    root = ElementTree.Element("testsuites", {"name": "composer test", **counts, "time": seconds})
+    suite = ElementTree.SubElement(root, "testsuite", {"name": display, **counts, "time": seconds})
+    for result in results:
+        case = ElementTree.SubElement(
+            suite,
+            "testcase",
+            {
+                "name": result.name,
+                "classname": f"{display}.{result.env or 'manifest'}",
+                "time": f"{result.seconds:.3f}",
+            },
+        )
+        for tag, items in (("error", result.errors), ("failure", result.failures)):
+            if items:
+                element = ElementTree.SubElement(
+                    case, tag, {"message": items[0].message, "type": "expectation"}
+                )
+                element.text = "\n".join(f"{f.where}: {f.message}" for f in items)
+                break
+    ElementTree.indent(root)
+    data: bytes = ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)
+    return data

@@ -1,0 +1,262 @@
+"""``composer test``: expected turns checked against real turns, every failure located with
+the provider, the expectation and what happened instead; JUnit XML for CI."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+from repofiles import CONFIGS, put
+
+from composer import count_tokens
+from composer.cli import main
+
+QUOTE = '"'
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A copy of the bundled configs, to write test files beside."""
+    target = tmp_path / "configs"
+    shutil.copytree(CONFIGS, target, ignore=shutil.ignore_patterns("*.sqlite*"))
+    return target
+
+
+def lines_of(path: Path, needle: str, value: str) -> str:
+    """``path:line:col`` of ``value`` on the first line of ``path`` holding ``needle``."""
+    lines = path.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if needle in line)
+    return f"{path}:{row + 1}:{lines[row].index(value, lines[row].index(needle)) + 1}"
+
+
+def test_a_broken_expectation_names_provider_expectation_and_actual_value(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tests = put(
+        folder / "tests.yaml",
+        """
+        manifest: .
+        tests:
+          - name: the runbooks block is small
+            env: dev
+            instruction: "The API returns 502 errors after the deploy, what do I do?"
+            expect:
+              providers:
+                runbooks: {fired: true, tokens: "<= 10"}
+                status: {outcome: fired}
+              budget: {used: "< 5"}
+        """,
+    )
+    assert main(["test", str(tests)]) == 1
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"{tests}: 1 test"
+    assert lines[1] == "FAIL  the runbooks block is small (env dev)"
+    assert lines[2].startswith(f"      {lines_of(tests, 'runbooks:', QUOTE + '<=')}: ")
+    assert 'provider "runbooks": expected tokens <= 10, got ' in lines[2]
+    tokens = int(lines[2].split("got ")[1].split()[0])
+    assert tokens > 10
+    assert lines[3] == (
+        f"      {lines_of(tests, 'status:', 'fired')}: "
+        'provider "status": expected outcome fired, got disabled'
+    )
+    assert lines[4].startswith(
+        f"      {lines_of(tests, 'used:', QUOTE + '<')}: budget: expected used < 5, got "
+    )
+    assert lines[-1] == "0 passed, 1 failed"
+
+
+def test_a_text_expectation_shows_the_folded_text(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tests = put(
+        folder / "tests.yaml",
+        """
+        tests:
+          - name: text
+            env: dev
+            instruction: "How do I renew the certificate?"
+            system: "On call.\\n"
+            expect:
+              text:
+                contains: [On call., nowhere to be found]
+                not_contains: House rules
+                matches: ["^On call\\\\.$", "(?m)^unmatched$"]
+        """,
+    )
+    assert main(["test", str(tests)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        out[2]
+        == f"      {lines_of(tests, 'contains:', 'nowhere')}: text: expected to contain 'nowhere to be found'"
+    )
+    assert (
+        out[3]
+        == f"      {lines_of(tests, 'not_contains', 'House')}: text: expected not to contain 'House rules', found on line 2"
+    )
+    assert out[4].endswith(": text: expected to match /^On call\\.$/")
+    assert out[5].endswith(": text: expected to match /(?m)^unmatched$/")
+    assert out[6] == "      the folded text was:"
+    assert out[7] == "      | On call."
+    assert out[8].startswith("      | House rules for the ops team")
+
+
+def test_recorded_responses_stand_in_for_the_provider(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recorded text goes through what the manifest does around it: when, caps, budget."""
+    long = "word " * 400
+    tests = put(
+        folder / "tests.yaml",
+        f"""
+        variables: {{STATUS_TOKEN: for-tests}}
+        tests:
+          - name: a recorded answer over the cap is skipped
+            env: prod
+            instruction: "the API returns 502 errors: is there an outage?"
+            responses: {{status: "{long}"}}
+            expect:
+              providers: {{status: {{outcome: skipped_max_tokens, skipped: true, tokens: "> 200"}}}}
+          - name: a recorded error fails the provider alone
+            env: prod
+            instruction: "the API returns 502 errors: is there an outage?"
+            responses: {{status: {{error: unreachable}}}}
+            expect:
+              providers:
+                status: {{failed: true, outcome: failed}}
+                runbooks: {{fired: true}}
+          - name: the when guard still applies
+            env: prod
+            instruction: "how do I roll back?"
+            responses: {{status: never}}
+            expect:
+              providers: {{status: {{outcome: empty}}}}
+        """,
+    )
+    assert main(["test", str(tests), "--junit", str(folder / "results.xml")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "3 passed"
+    assert count_tokens(long) > 200
+    suite = ElementTree.parse(folder / "results.xml").getroot()
+    assert suite.tag == "testsuites"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "0", "0")
+
+
+def test_junit_xml_names_each_failure(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tests = put(
+        folder / "tests.yaml",
+        """
+        tests:
+          - name: passes
+            env: dev
+            instruction: x
+            expect: {providers: {status: {outcome: disabled}}}
+          - name: fails
+            env: dev
+            instruction: x
+            expect: {providers: {status: {fired: true}}}
+          - name: cannot run
+            env: nope
+            instruction: x
+        """,
+    )
+    report = folder / "out.xml"
+    assert main(["test", str(tests), "--junit", str(report)]) == 1
+    capsys.readouterr()
+    root = ElementTree.parse(report).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "1", "1")
+    cases = {case.get("name"): case for case in root.iter("testcase")}
+    assert list(cases) == ["passes", "fails", "cannot run"]
+    assert list(cases["passes"]) == []
+    failure = cases["fails"].find("failure")
+    assert failure is not None
+    assert failure.get("message") == 'provider "status": expected fired, got disabled'
+    error = cases["cannot run"].find("error")
+    assert error is not None
+    assert 'no manifest for environment "nope"' in (error.get("message") or "")
+
+
+def test_variables_come_from_the_file_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TEAM", "from-the-shell")
+    put(
+        tmp_path / "m.yaml",
+        'version: 1\nproviders:\n  - {name: r, type: static, text: "${TEAM}"}\n',
+    )
+    tests = put(
+        tmp_path / "t.yaml",
+        """
+        manifest: m.yaml
+        variables: {TEAM: from-the-file}
+        tests:
+          - name: file
+            instruction: x
+            expect: {text: {contains: "***"}}
+          - name: a test's own
+            instruction: x
+            variables: {TEAM: its-own}
+            expect: {providers: {r: {fired: true}}, text: {not_contains: from-the-shell}}
+        """,
+    )
+    assert main(["test", str(tests)]) == 0, capsys.readouterr().out
+
+
+def test_an_unknown_provider_is_a_located_error(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tests = put(
+        folder / "tests.yaml",
+        """
+        tests:
+          - name: typo
+            env: dev
+            instruction: x
+            responses: {statsu: hi}
+            expect: {providers: {runbook: {fired: true}}}
+        """,
+    )
+    assert main(["test", str(tests)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        out[2]
+        == f'      {lines_of(tests, "statsu", "statsu")}: no provider "statsu" in {folder / "dev.yaml"}'
+    )
+    assert (
+        out[3]
+        == f'      {lines_of(tests, "runbook:", "runbook")}: no provider "runbook" in {folder / "dev.yaml"}'
+    )
+
+
+def test_mistakes_in_the_test_file_are_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tests = put(
+        tmp_path / "t.yaml",
+        """
+        tests:
+          - name: a
+            instruction: x
+            expect:
+              providers:
+                p: {tokenz: 3, tokens: "about 3", outcome: fird}
+              text: {matches: "("}
+        """,
+    )
+    assert main(["test", str(tests)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        f'{tests}:6:13: unknown key "tokenz" in tests[0].expect.providers.p '
+        '(did you mean "tokens"?)',
+        f"{tests}:6:32: tests[0].expect.providers.p.tokens: must be a number or a comparison "
+        'such as "<= 600"',
+        f"{tests}:6:52: tests[0].expect.providers.p.outcome: must be "
+        "'fired', 'cached', 'skipped_max_tokens', 'skipped_budget', 'failed', 'timeout', "
+        "'empty', 'not_called' or 'disabled'",
+        f"{tests}:7:23: tests[0].expect.text.matches: not a regular expression: "
+        "missing ), unterminated subpattern at position 0",
+    ]
