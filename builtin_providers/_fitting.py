@@ -112,8 +112,10 @@ def pack(
             if len(full) > max_chars:
                 raise _too_long(label, len(full), max_chars, setting, advice)
             return full  # over max_tokens: the registry skips it (ADR-0008 D3)
-    frame = render([])
-    base = _size(frame, token_cap)
+    try:
+        base = _size(render([]), token_cap)
+    except TemplateError:  # a template that needs an item (``hits[0]``): estimate from 0
+        base = (0, 0)
     chosen: list[int] = []
     used = base
     for i in range(count):

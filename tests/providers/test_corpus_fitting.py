@@ -184,3 +184,17 @@ async def test_top_k_100_with_the_default_settings_gives_a_block(tmp_path: Path)
 def test_the_cap_has_a_hard_ceiling(corpus: Path) -> None:
     with pytest.raises(ValueError, match="max_block_chars"):
         FileCorpusConfig(name="docs", root=corpus, max_block_chars=1_000_001)
+
+
+async def test_a_template_that_needs_a_hit_is_still_fitted(corpus: Path) -> None:
+    """The estimate renders the template without hits; one that cannot is estimated from 0."""
+    config = FileCorpusConfig(
+        name="docs",
+        root=corpus,
+        top_k=3,
+        max_tokens=section_tokens("Small", SMALL) + 2,
+        template="{{ hits[0].path }}{% for hit in hits %}\n{{ hit.text }}{% endfor %}\n",
+    )
+    provider = FileCorpusProvider(config, CorpusIndex(config))
+    block = await provider.provide(composer.Branch("sys"), composer.Instruction("rollback"))
+    assert block == f"a.md\n{SMALL}\n"
