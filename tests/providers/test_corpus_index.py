@@ -6,6 +6,8 @@ import asyncio
 import logging
 import os
 import random
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -208,3 +210,22 @@ def test_the_vocabulary_is_compacted_when_most_terms_are_gone(
     os.utime(page, ns=(2, 2))
     index.refresh()
     assert [p.path for p, _ in index.search("renewed", 3)] == ["page.md"]
+
+
+def test_preview_shows_the_truncation_warning(tmp_path: Path) -> None:
+    root = tmp_path / "corpus"
+    root.mkdir()
+    write_corpus(root, 3)
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        "version: 1\nproviders:\n  - {name: docs, type: file_corpus, root: corpus, max_files: 2}\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "composer", "preview", str(manifest), "--instruction", "word1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert run.returncode == 0, run.stderr
+    assert "corpus truncated: 1 file(s) not indexed (1 over max_files)" in run.stderr
