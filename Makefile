@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,lionagi,serve,postgres,redis]'
+	$(BIN)/pip install --quiet -e '.[dev,lionagi,serve,postgres,redis,otel,metrics,watch]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -18,6 +18,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+	$(BIN)/composer test configs/tests.yaml
 	$(BIN)/composer test configs/tests.yaml
 
 lint: $(STAMP)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from composer.errors import ComposerError, ManifestError, ProviderError, TemplateError
     from composer.manifest import Manifest
     from composer.manifest.loader import load_manifest
+    from composer.observe.watcher import ManifestWatcher
     from composer.registry import ContextProvider, ContextProviderRegistry, ProviderReport
     from composer.tokens import count_tokens
     from composer.turn import Branch, Instruction, PreparedTurn, prepare_turn
@@ -29,6 +30,7 @@ __all__ = [
     "Instruction",
     "Manifest",
     "ManifestError",
+    "ManifestWatcher",
     "PreparedTurn",
     "ProviderError",
     "ProviderReport",
@@ -51,6 +53,7 @@ _HOME = {
     "TemplateError": "composer.errors",
     "Manifest": "composer.manifest",
     "load_manifest": "composer.manifest.loader",
+    "ManifestWatcher": "composer.observe.watcher",
     "ContextProvider": "composer.registry",
     "ContextProviderRegistry": "composer.registry",
     "ProviderReport": "composer.registry",

@@ -16,8 +16,9 @@ import asyncio
 import functools
 import hashlib
 import json
+from collections import deque
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from composer.cache import MISS, ContextCache, InProcessCache
 from composer.catalog import ProviderTypes
@@ -33,6 +34,7 @@ from composer.registry import (
     ContextProviderRegistry,
     GatherMode,
     InstructionLike,
+    ProviderReport,
 )
 from composer.templating import (
     CompiledExpression,
@@ -41,6 +43,9 @@ from composer.templating import (
     template_context,
 )
 from composer.templating.views import branch_view, instruction_view
+
+if TYPE_CHECKING:
+    from composer.observe.observer import TurnObserver
 
 __all__ = [
     "ManagedProvider",
@@ -221,7 +226,13 @@ def manage(
 class ManifestRegistry(ContextProviderRegistry):
     """The ADR-0008 registry of one branch, built from a manifest, plus the providers'
     lifecycle: ``warm_up`` ahead of the first turn and one ``aclose`` for all of them; the
-    manifest's ``runtime`` options; failure messages in outcomes masked like every output."""
+    manifest's ``runtime`` options; failure messages in outcomes masked like every output.
+
+    With ``runtime.report``, ``audit``, ``traces`` or ``metrics`` each turn is also handed to
+    the manifest's ``TurnObserver`` (``composer.observe``): the last reports are kept in
+    ``history``, and the turn is written, traced and counted. Without them, ``gather`` is the
+    ADR's, with one attribute test before it.
+    """
 
     def __init__(
         self,
@@ -231,10 +242,15 @@ class ManifestRegistry(ContextProviderRegistry):
         gather: GatherMode = "sequential",
         timeout_s: float | None = None,
         redact: Callable[[str], str] | None = None,
+        observer: TurnObserver | None = None,
     ) -> None:
         super().__init__(budget=budget, gather=gather, timeout_s=timeout_s)
         self.managed = managed
         self._redact = redact
+        self.observer = observer
+        self._history: deque[ProviderReport] = deque(
+            maxlen=observer.history if observer is not None else 0
+        )
         for provider in managed:
             self.register(
                 provider,
@@ -242,6 +258,22 @@ class ManifestRegistry(ContextProviderRegistry):
                 max_tokens=provider.config.max_tokens,
                 name=provider.name,
             )
+
+    @property
+    def history(self) -> list[ProviderReport]:
+        """This branch's last ``runtime.report.history`` reports, oldest first (empty when off)."""
+        return list(self._history)
+
+    async def gather(self, branch: BranchLike, instruction: InstructionLike) -> ProviderReport:
+        """ADR-0008's gather; the turn handed to the observer when the manifest asks for one."""
+        observer = self.observer
+        if observer is None:
+            return await super().gather(branch, instruction)
+        report = await observer.observe(
+            super().gather, branch, instruction, self.managed, self.gather_mode == "sequential"
+        )
+        self._history.append(report)  # maxlen 0 keeps none
+        return report
 
     def describe_error(self, error: BaseException) -> str:
         line = super().describe_error(error)
@@ -304,7 +336,21 @@ def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) ->
         gather=runtime.gather,
         timeout_s=runtime.timeout_s,
         redact=manifest.redact,
+        observer=_observer_of(context),
     )
+
+
+def _observer_of(context: BuildContext) -> TurnObserver | None:
+    """The manifest's one ``TurnObserver`` (shared by its registries), when its ``runtime``
+    asks for history, an audit log, traces or metrics; imported only then."""
+    runtime = context.manifest.runtime
+    history = runtime.report.history if runtime.report is not None else 0
+    if not (history or runtime.audit is not None or runtime.traces or runtime.metrics):
+        return None
+    from composer.observe.observer import TurnObserver
+
+    observer: TurnObserver = context.shared("observe", lambda: TurnObserver(context.manifest))
+    return observer
 
 
 def _cache_of(config: ProviderConfig, context: BuildContext) -> ContextCache | None:

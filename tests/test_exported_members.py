@@ -13,6 +13,7 @@ EXPECTED = {
     "Instruction",
     "Manifest",
     "ManifestError",
+    "ManifestWatcher",
     "PreparedTurn",
     "ProviderError",
     "ProviderReport",

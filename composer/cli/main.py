@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from composer import __version__
+from composer.cli.audit import add_audit
 from composer.cli.memory import add_memory
 from composer.cli.serve import add_serve
 
@@ -221,10 +222,20 @@ def add_preview(subparsers: Any) -> None:
     parser.add_argument("--branch-name", help="the branch name templates see as branch.name")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any provider failed")
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="preview again on every change of the manifest, the files it extends, .env or "
+        "the secrets folder; a broken edit shows its errors instead (Ctrl-C stops)",
+    )
     parser.set_defaults(run=run_preview_command)
 
 
 def run_preview_command(args: argparse.Namespace, output: Output) -> int:
+    if getattr(args, "watch", False):
+        from composer.cli.watch import watch_preview
+
+        return watch_preview(args, output, run_preview_command)
     import asyncio
 
     from composer.cli.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
@@ -798,6 +809,7 @@ COMMANDS: list[Callable[[Any], None]] = [
     add_schema,
     add_memory,
     add_serve,
+    add_audit,
 ]
 """The subcommands, in ``--help`` order; a new one appends its ``add_<name>`` here."""
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from composer.build import build_registry
 from composer.catalog import ProviderTypes
 from composer.manifest import Manifest
+from composer.outcomes import ProviderOutcome
 from composer.registry import ProviderReport
 from composer.turn import Branch, Instruction, prepare_turn
 
@@ -30,6 +31,7 @@ __all__ = [
     "Preview",
     "PreviewDocument",
     "ProviderRow",
+    "fill_row",
     "first_line",
     "run_preview",
 ]
@@ -140,14 +142,7 @@ async def run_preview(
         if not config.enabled:
             continue
         record = next(outcomes)  # one per registered provider, in registration order
-        row.outcome = _ROW_OUTCOME[record.outcome]
-        row.tokens, row.ms = record.tokens, record.duration_ms
-        if record.error_type is not None:
-            row.error = manifest.redact(
-                f"{record.error_type}: {record.error}" if record.error else record.error_type
-            )
-        if row.outcome == "empty" and config.when:
-            row.when = record.outcome != "guarded"
+        fill_row(row, record, has_when=bool(config.when), redact=manifest.redact)
     return Preview(
         instruction=instruction,
         system=system,
@@ -157,6 +152,24 @@ async def run_preview(
         report=report,
         guidance=turn.guidance,
     )
+
+
+def fill_row(
+    row: ProviderRow,
+    record: ProviderOutcome,
+    *,
+    has_when: bool,
+    redact: Callable[[str], str] | None = None,
+) -> None:
+    """Set ``row`` from the registry's outcome record of its provider (``composer audit show``
+    fills rows from audit lines the same way)."""
+    row.outcome = _ROW_OUTCOME[record.outcome]
+    row.tokens, row.ms = record.tokens, record.duration_ms
+    if record.error_type is not None:
+        error = f"{record.error_type}: {record.error}" if record.error else record.error_type
+        row.error = redact(error) if redact is not None else error
+    if row.outcome == "empty" and has_when:
+        row.when = record.outcome != "guarded"
 
 
 class _Document(BaseModel):

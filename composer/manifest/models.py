@@ -41,12 +41,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BUDGET",
     "WRAP_NAMES",
+    "AuditConfig",
     "CacheBackendConfig",
     "CacheConfig",
     "Manifest",
     "ManifestPath",
     "ProviderConfig",
     "RedisCacheConfig",
+    "ReportConfig",
     "RuntimeConfig",
     "StrictModel",
     "manifest_model",
@@ -238,6 +240,58 @@ class CacheBackendConfig(StrictModel):
     )
 
 
+class ReportConfig(StrictModel):
+    """What a branch keeps of its past turns."""
+
+    history: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description=(
+            "Keep the last N reports of each branch (`registry.history`, "
+            "`composer.observe.report_history(branch)`); 0 keeps none beyond `last_context_report`, as ADR-0008."
+        ),
+    )
+
+
+class AuditConfig(StrictModel):
+    """One JSON line per turn, written off the turn's path."""
+
+    path: ManifestPath = Field(
+        description=(
+            "The JSON Lines file, relative to this manifest; created with mode 0600. Processes "
+            "that share a file share its rotation: give each process its own."
+        )
+    )
+    keep_text: bool = Field(
+        False,
+        description=(
+            "Also write the instruction, the system text and each admitted block's text "
+            "(secrets masked). Default: their SHA-256 and token counts only."
+        ),
+    )
+    max_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Rotate the file when the next lines would take it past this size.",
+    )
+    backups: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Rotated files kept (`turns.jsonl.1` the newest); the oldest is deleted.",
+    )
+    queue: int = Field(
+        10_000,
+        ge=1,
+        le=1_000_000,
+        description=(
+            "Lines waiting for the writer at most; past it a turn's line is dropped and "
+            "counted, the turn never waits."
+        ),
+    )
+
+
 class RuntimeConfig(StrictModel):
     """Opt-in runtime features beyond ADR-0008; left out, the behaviour is the ADR's exactly."""
 
@@ -266,6 +320,30 @@ class RuntimeConfig(StrictModel):
         description=(
             "Where provider caches live: left out, in this process (each provider's "
             "`max_entries`); `{redis: {url: ...}}` shares them between processes and machines."
+        ),
+    )
+    report: ReportConfig | None = Field(
+        None, description="Keep each branch's last reports: `{history: N}`."
+    )
+    audit: AuditConfig | None = Field(
+        None,
+        description=(
+            "Append one JSON line per turn (outcomes, budget, tokens, each admitted block's "
+            "SHA-256) to a file: `{path: turns.jsonl}`; read it with `composer audit`."
+        ),
+    )
+    traces: bool = Field(
+        False,
+        description=(
+            "One OpenTelemetry span per turn and one child per provider (needs the otel extra "
+            "and an SDK configured by the application)."
+        ),
+    )
+    metrics: bool = Field(
+        False,
+        description=(
+            "Prometheus metrics of providers, turns and reloads in prometheus_client's default "
+            "registry (needs the metrics extra)."
         ),
     )
 

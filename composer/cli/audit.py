@@ -1,0 +1,267 @@
+"""``composer audit show|diff``: read the audit log (``runtime.audit``) back.
+
+``show`` prints one turn exactly as ``composer preview`` prints a turn (the same table, budget
+line and text section, from the same code), rebuilt from its audit line; ``diff`` lists what
+changed between two turns, provider by provider. A turn is named by its id or a unique prefix
+of it. Texts are in a line only when the manifest had ``keep_text``; otherwise their SHA-256
+stands in for them, which is enough to tell whether two turns saw the same block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when the command runs: --help stays light
+    from composer.cli.main import Output
+    from composer.cli.preview import Preview
+    from composer.observe.record import AuditLine, AuditProvider, AuditText
+
+__all__ = ["add_audit", "describe_changes", "find_turn", "preview_of"]
+
+
+def add_audit(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "audit",
+        help="show a turn of an audit log, or what changed between two turns",
+        description=(
+            "Read an audit log written with the manifest's `runtime.audit` (one JSON line per "
+            "turn). A turn ID may be any unique prefix of a turn id."
+        ),
+    )
+    actions = parser.add_subparsers(metavar="ACTION", required=True)
+    show = actions.add_parser(
+        "show",
+        help="print a turn as `composer preview` would",
+        description=(
+            "Print one turn of FILE as `composer preview` prints a turn: one row per provider "
+            "(outcome, tokens, milliseconds), the budget used, then the text the model saw when "
+            "the log kept text (`keep_text: true`), else each block's SHA-256. Without --turn, "
+            "the last turn of FILE."
+        ),
+    )
+    show.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
+    show.add_argument("--turn", metavar="ID", help="the turn id, or a unique prefix of it")
+    show.add_argument("--json", action="store_true", help="the preview's JSON document instead")
+    show.set_defaults(run=run_audit_show)
+    diff = actions.add_parser(
+        "diff",
+        help="what changed between two turns",
+        description=(
+            "List what differs between turns ID1 and ID2 of FILE: the manifest revision, the "
+            "budget, the tokens used, the instruction, and per provider its outcome, tokens "
+            "and block (`~` changed, `+` only in ID2, `-` only in ID1); with kept text, the "
+            "lines of a block that changed. Exit 0, or 1 when a turn is not found."
+        ),
+    )
+    diff.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
+    diff.add_argument("first", metavar="ID1")
+    diff.add_argument("second", metavar="ID2")
+    diff.set_defaults(run=run_audit_diff)
+
+
+def run_audit_show(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.main import _print_preview
+    from composer.cli.preview import PreviewDocument
+    from composer.manifest.models import Manifest
+
+    line = _turn(args.file, args.turn, output)
+    if line is None:
+        return 1
+    preview = preview_of(line)
+    shown = line.manifest.path or "(unknown manifest)"
+    if args.json:
+        document = PreviewDocument.of(preview, manifest=shown, env=line.manifest.env)
+        output.json(document.model_dump_json(indent=2))
+        return 0
+    branch = line.branch.name or "(no name)"
+    output.print(f"turn: {line.turn_id} at {line.time}, branch {branch} ({line.branch.id})")
+    # The line was masked when it was written: nothing is left to redact (no secret known).
+    _print_preview(preview, shown, line.manifest.env, Manifest(version=1), output)
+    return 0
+
+
+def run_audit_diff(args: argparse.Namespace, output: Output) -> int:
+    first = _turn(args.file, args.first, output)
+    second = _turn(args.file, args.second, output)
+    if first is None or second is None:
+        return 1
+    changes = describe_changes(first, second)
+    count = sum(1 for change in changes if not change.startswith(" "))  # not a block's lines
+    noun = "difference" if count == 1 else "differences"
+    output.print(f"# turn {first.turn_id} -> turn {second.turn_id}: {count} {noun}")
+    for change in changes:
+        output.print(change)
+    return 0
+
+
+def _turn(file: str, turn: str | None, output: Output) -> AuditLine | None:
+    """The turn of ``file`` named by ``turn`` (the last one when None), or None after saying
+    why not."""
+    try:
+        line, skipped = find_turn(Path(file), turn)
+    except OSError as e:
+        output.error(f"composer audit: {file}: {e.strerror or e}")
+        return None
+    except LookupError as e:
+        output.error(f"composer audit: {file}: {e.args[0]}")
+        return None
+    for number, problem in skipped:
+        output.warning(f"composer audit: {file}:{number}: {problem}; skipped")
+    return line
+
+
+def find_turn(path: Path, turn: str | None) -> tuple[AuditLine, list[tuple[int, str]]]:
+    """The line of ``turn`` (an id or a unique prefix; None: the last line) and the lines that
+    were not audit lines. Raises ``LookupError`` saying why no single turn matched."""
+    from composer.observe.record import read_lines
+
+    found: list[AuditLine] = []
+    skipped: list[tuple[int, str]] = []
+    last = None
+    for number, line in read_lines(path):
+        if isinstance(line, str):
+            skipped.append((number, line))
+            continue
+        last = line
+        if turn is not None and (line.turn_id or "").startswith(turn):
+            found.append(line)
+    if turn is None:
+        if last is None:
+            raise LookupError("holds no turn")
+        return last, skipped
+    exact = [line for line in found if line.turn_id == turn]
+    if len(exact) == 1 or len(found) == 1:
+        return (exact or found)[0], skipped
+    if not found:
+        raise LookupError(f"no turn {turn}")
+    raise LookupError(f"{len(found)} turns start with {turn}; give more of the id")
+
+
+def _shown(text: AuditText | None, what: str) -> str:
+    if text is None:
+        return f"({what} not recorded)"
+    if text.text is not None:
+        return text.text
+    return f"(not kept: sha256 {text.sha256[:16]}, {text.chars} characters)"
+
+
+def preview_of(line: AuditLine) -> Preview:
+    """The ``Preview`` that ``composer preview`` would print for the turn of ``line``."""
+    from composer.cli.preview import Preview, ProviderRow, fill_row
+    from composer.outcomes import ProviderOutcome
+    from composer.registry import ProviderReport
+
+    rows: list[ProviderRow] = []
+    outcomes: list[ProviderOutcome] = []
+    blocks: list[str] = []
+    kept = True
+    for provider in line.providers:
+        record = ProviderOutcome(
+            provider.name,
+            provider.outcome,
+            provider.tokens,
+            provider.duration_ms,
+            provider.error_type,
+            provider.error,
+        )
+        outcomes.append(record)
+        row = ProviderRow(
+            provider.name,
+            provider.type or "-",
+            provider.priority or 0,
+            provider.max_tokens,
+            "disabled",
+        )
+        fill_row(row, record, has_when=provider.has_when)
+        rows.append(row)
+        if provider.block is not None:
+            kept = kept and provider.block.text is not None
+            blocks.append(
+                provider.block.text
+                if provider.block.text is not None
+                else f"[{provider.name}: sha256 {provider.block.sha256}, {provider.block.tokens} tokens]"
+            )
+    report = ProviderReport(
+        blocks,
+        [{"provider_name": f.provider_name, "tokens": f.tokens} for f in line.fired],
+        list(line.skipped),
+        list(line.failed),
+        line.turn_id,
+        line.budget,
+        line.tokens_used,
+        outcomes,
+    )
+    system = line.system.text if line.system is not None else None
+    if kept and system is not None:
+        guidance: str | None = system + "\n".join(blocks) + (line.guidance or "")
+    else:
+        guidance = "(text not kept: the audit log was written without keep_text)\n" + "\n".join(
+            blocks
+        )
+    return Preview(
+        instruction=_shown(line.instruction, "instruction"),
+        system=_shown(line.system, "system text"),
+        default_system=False,
+        budget=line.budget or 0,
+        rows=rows,
+        report=report,
+        guidance=guidance,
+    )
+
+
+def describe_changes(first: AuditLine, second: AuditLine) -> list[str]:
+    """What differs between two turns, one line each (``~`` changed, ``+``/``-`` one side),
+    each changed block followed by its changed lines (indented)."""
+    return list(_changes(first, second))
+
+
+def _changes(a: AuditLine, b: AuditLine) -> Iterator[str]:
+    if a.manifest != b.manifest:
+        yield (
+            f"~ manifest: {a.manifest.path} ({a.manifest.sha256}) -> "
+            f"{b.manifest.path} ({b.manifest.sha256})"
+        )
+    if a.branch != b.branch:
+        yield f"~ branch: {a.branch.name} ({a.branch.id}) -> {b.branch.name} ({b.branch.id})"
+    if a.budget != b.budget:
+        yield f"~ budget: {a.budget} -> {b.budget}"
+    if a.tokens_used != b.tokens_used:
+        yield f"~ tokens used: {a.tokens_used} -> {b.tokens_used}"
+    for label, x, y in (
+        ("instruction", a.instruction, b.instruction),
+        ("system", a.system, b.system),
+    ):
+        if (x and x.sha256) != (y and y.sha256):
+            yield f"~ {label}: {_shown(x, label)!r} -> {_shown(y, label)!r}"
+    for first in a.providers:
+        if b.provider(first.name) is None:
+            yield f"- {first.name}: only in the first turn ({first.outcome})"
+    for second in b.providers:
+        before = a.provider(second.name)
+        if before is None:
+            tokens = "" if second.tokens is None else f", {second.tokens} tokens"
+            yield f"+ {second.name}: only in the second turn ({second.outcome}{tokens})"
+        else:
+            yield from _provider_changes(before, second)
+
+
+def _provider_changes(first: AuditProvider, second: AuditProvider) -> Iterator[str]:
+    name = second.name
+    if first.outcome != second.outcome:
+        yield f"~ {name}: outcome {first.outcome} -> {second.outcome}"
+    if None not in (first.tokens, second.tokens) and first.tokens != second.tokens:
+        yield f"~ {name}: tokens {first.tokens} -> {second.tokens}"
+    if (first.error_type, first.error) != (second.error_type, second.error):
+        yield f"~ {name}: error {first.error_type}: {first.error} -> {second.error_type}: {second.error}"
+    old, new = first.block, second.block
+    if old is None or new is None or old.sha256 == new.sha256:
+        return
+    yield f"~ {name}: block changed (sha256 {old.sha256[:16]} -> {new.sha256[:16]})"
+    if old.text is not None and new.text is not None:
+        lines = difflib.unified_diff(old.text.splitlines(), new.text.splitlines(), lineterm="", n=1)
+        for text in list(lines)[2:]:  # the ---/+++ header names nothing useful here
+            yield f"    {text}"

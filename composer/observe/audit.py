@@ -1,0 +1,271 @@
+"""The audit log's writer: a bounded queue and one thread per file, so a turn never waits on a disk.
+
+A turn puts a ``TurnSnapshot`` on the queue (``put`` never blocks: when the queue is full the
+line is dropped and counted). The thread turns snapshots into JSON lines, appends them to the
+file (opened ``O_APPEND``, mode 0600, since lines may hold text), and rotates it before a batch
+would take it past ``max_bytes`` (``turns.jsonl`` -> ``turns.jsonl.1`` -> ... -> ``.N``,
+the oldest deleted). A failure to open, write or rotate (a full disk, a missing folder, no
+permission) loses that batch, counts its lines in ``failed``, and logs a warning (at most one
+a minute per kind of failure, masked); the next batch tries again. Nothing here raises into a
+turn.
+
+One ``AuditLog`` serves one path in this process, whatever number of loaded manifests write to
+it (``open_audit_log`` counts its users), so a reload never puts two writers on one file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import queue
+import stat
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+__all__ = ["AuditLog", "Snapshot", "open_audit_log", "release_audit_log"]
+
+logger = logging.getLogger(__name__)
+
+_WARN_EVERY_S = 60.0
+_BATCH = 512  # lines written per write() at most
+
+
+class Snapshot(Protocol):
+    """What the queue carries: anything that becomes one JSON line in the writer thread."""
+
+    def line(self) -> _Dumpable: ...
+
+
+class _Dumpable(Protocol):
+    def model_dump_json(self) -> str: ...
+
+
+class _Stop:
+    """Put last on the queue: the thread writes what came before it, then ends."""
+
+
+class AuditLog:
+    """Appends one JSON line per turn to ``path`` from a thread of its own.
+
+    ``written``, ``dropped`` (queue full, or the log closed) and ``failed`` (lost to an I/O
+    error) count lines; ``on_count(kind, n)`` is told of each change (for metrics).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_bytes: int,
+        backups: int,
+        queue_size: int,
+        redact: Callable[[str], str] | None = None,
+        on_count: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self.written = 0
+        self.dropped = 0
+        self.failed = 0
+        self.on_count = on_count
+        self._redact = redact
+        self._queue: queue.Queue[Snapshot | _Stop] = queue.Queue(queue_size)
+        self._fd: int | None = None
+        self._size = 0
+        self._regular = True  # a regular file is rotated; /dev/stdout or a FIFO is not
+        self._closed = False
+        self._lock = threading.Lock()  # starting and stopping the thread
+        self._thread: threading.Thread | None = None
+        self._warned: dict[str, float] = {}
+
+    # -- the turn's side
+
+    def put(self, snapshot: Snapshot) -> None:
+        """Queue one turn's line; never blocks, never raises."""
+        if self._closed:
+            self._count("dropped", 1)
+            return
+        if self._thread is None:
+            self._start()
+        try:
+            self._queue.put_nowait(snapshot)
+        except queue.Full:
+            self._count("dropped", 1)
+            self._warn("full", f"audit log {self.path}: queue full, a turn's line was dropped")
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"composer-audit:{self.path.name}", daemon=True
+                )
+                self._thread.start()
+
+    # -- the writer thread
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            batch: list[Snapshot | _Stop] = [item]
+            while len(batch) < _BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            lines: list[bytes] = []
+            for snapshot in batch:
+                if isinstance(snapshot, _Stop):
+                    stop = True
+                    continue
+                try:
+                    lines.append(snapshot.line().model_dump_json().encode() + b"\n")
+                except Exception as e:  # a snapshot that cannot be written is one lost line
+                    self._count("failed", 1)
+                    self._warn("encode", f"audit log {self.path}: a line could not be made: {e!r}")
+            if lines:
+                self._write(lines)
+            for _ in batch:
+                self._queue.task_done()
+        self._close_fd()
+
+    def _write(self, lines: list[bytes]) -> None:
+        """Append ``lines``, rotating first wherever the next would pass ``max_bytes``."""
+        done = 0
+        try:
+            self._open()
+            chunk: list[bytes] = []
+            size = 0
+            for line in lines:
+                held = self._size + size  # a line longer than max_bytes still goes, alone
+                if self._regular and held and held + len(line) > self.max_bytes:
+                    done += self._append(chunk)
+                    chunk, size = [], 0
+                    self._close_fd()
+                    self._rotate()
+                    self._open()
+                chunk.append(line)
+                size += len(line)
+            done += self._append(chunk)
+        except OSError as e:
+            self._close_fd()
+            self._count("failed", len(lines) - done)
+            kind = errno.errorcode.get(e.errno or 0, type(e).__name__)
+            lost = len(lines) - done
+            self._warn(kind, f"audit log {self.path}: {lost} lines lost: {e.strerror or e}")
+        if done:
+            self._count("written", done)
+
+    def _append(self, lines: list[bytes]) -> int:
+        """Write ``lines`` whole (a short write is continued); how many were written."""
+        assert self._fd is not None
+        view = memoryview(b"".join(lines))
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+            self._size += written
+        return len(lines)
+
+    def _open(self) -> None:
+        if self._fd is None:
+            self._fd = os.open(
+                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+            )
+            info = os.fstat(self._fd)
+            self._regular = stat.S_ISREG(info.st_mode)
+            self._size = info.st_size
+
+    def _rotate(self) -> None:
+        base = str(self.path)
+        for n in range(self.backups - 1, 0, -1):
+            if os.path.exists(f"{base}.{n}"):
+                os.replace(f"{base}.{n}", f"{base}.{n + 1}")
+        os.replace(base, f"{base}.1")
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    # -- counting and warning
+
+    def _count(self, kind: str, n: int) -> None:
+        setattr(self, kind, getattr(self, kind) + n)
+        if self.on_count is not None:
+            try:
+                self.on_count(kind, n)
+            except Exception:
+                logger.debug("audit counter hook failed", exc_info=True)
+
+    def _warn(self, kind: str, message: str) -> None:
+        now = time.monotonic()
+        last = self._warned.get(kind)
+        if last is not None and now - last < _WARN_EVERY_S:
+            return
+        self._warned[kind] = now
+        logger.warning("%s", self._redact(message) if self._redact else message)
+
+    # -- lifecycle
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every queued line is written or lost; whether that happened in time."""
+        if self._thread is None:
+            return True
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                return False
+            time.sleep(0.002)
+        return True
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Write what is queued, then stop the thread and close the file. Later lines are
+        dropped (counted)."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is None:
+            return
+        try:
+            self._queue.put(_Stop(), timeout=timeout)
+        except queue.Full:
+            return  # the thread is stuck on a disk; it is a daemon and will not hold the exit
+        thread.join(timeout)
+
+    def __repr__(self) -> str:
+        return f"<AuditLog {self.path.name} written={self.written} failed={self.failed}>"
+
+
+_OPEN: dict[Path, tuple[AuditLog, int]] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_audit_log(path: Path, make: Callable[[Path], AuditLog]) -> AuditLog:
+    """The one ``AuditLog`` of ``path`` in this process: ``make(absolute path)`` the first time,
+    then the same log (a counter hook is added if it had none); ``release`` it after use."""
+    key = Path(os.path.abspath(path))
+    with _OPEN_LOCK:
+        log, users = _OPEN.get(key, (None, 0))
+        if log is None:
+            log = make(key)
+        _OPEN[key] = (log, users + 1)
+        return log
+
+
+def release_audit_log(log: AuditLog) -> None:
+    """One user fewer; the last one closes the log (queued lines are written first)."""
+    with _OPEN_LOCK:
+        log_, users = _OPEN.get(log.path, (None, 0))
+        if log_ is not log:
+            return
+        if users > 1:
+            _OPEN[log.path] = (log, users - 1)
+            return
+        del _OPEN[log.path]
+    log.close()

@@ -1,0 +1,212 @@
+"""What a manifest's ``runtime`` asks to be kept of each turn: history, audit line, spans, metrics.
+
+One ``TurnObserver`` per loaded manifest (shared by its registries through ``BuildContext.
+shared``, and closed by ``Manifest.aclose``); ``ManifestRegistry.gather`` hands it each turn.
+What it does on the turn's own path is small and bounded: note the start, put a snapshot on
+the audit queue, count metrics, end spans. Anything that goes wrong here is logged (masked) and
+the turn goes on: observing a turn never fails it.
+
+The tracing and metrics modules are imported only when the manifest turns them on; when their
+extra is missing, a warning says so once and the turn runs without them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from composer.manifest.models import Manifest
+from composer.observe.audit import AuditLog, open_audit_log, release_audit_log
+from composer.observe.record import AuditManifest, ProviderInfo, TurnSnapshot
+from composer.registry import BranchLike, InstructionLike, ProviderReport
+
+if TYPE_CHECKING:
+    from composer.observe.metrics import Metrics
+    from composer.observe.tracing import TurnTracer
+
+__all__ = ["TurnObserver"]
+
+logger = logging.getLogger(__name__)
+
+Gather = Callable[[BranchLike, InstructionLike], Awaitable[ProviderReport]]
+
+
+class TurnObserver:
+    """History size, audit log, tracer and metrics of one loaded manifest."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        runtime = manifest.runtime
+        self.history = runtime.report.history if runtime.report is not None else 0
+        self.redact = manifest.redact
+        enabled = [config for config in manifest.providers if config.enabled]
+        self.providers = [
+            ProviderInfo(c.type, c.priority, c.max_tokens, c.when is not None) for c in enabled
+        ]
+        self.names = [self.redact(c.name) for c in enabled]
+        path = None if manifest.path is None else self.redact(str(manifest.path))
+        self.manifest = AuditManifest(
+            path=path,
+            env=None if manifest.path is None else self.redact(manifest.path.stem),
+            sha256=_revision(manifest),
+        )
+        self.metrics = _metrics() if runtime.metrics else None
+        self.tracer = _tracer(self, path) if runtime.traces else None
+        self.audit: AuditLog | None = None
+        self.keep_text = False
+        if runtime.audit is not None:
+            config = runtime.audit
+            self.keep_text = config.keep_text
+            count = self.metrics.audit_counter() if self.metrics is not None else None
+            self.audit = open_audit_log(
+                config.path,
+                functools.partial(
+                    AuditLog,
+                    max_bytes=config.max_bytes,
+                    backups=config.backups,
+                    queue_size=config.queue,
+                    redact=self.redact,
+                    on_count=count,
+                ),
+            )
+            if self.audit.on_count is None:
+                self.audit.on_count = count
+
+    async def observe(
+        self,
+        gather: Gather,
+        branch: BranchLike,
+        instruction: InstructionLike,
+        managed: list[Any],
+        sequential: bool,
+    ) -> ProviderReport:
+        """Run ``gather`` (the ADR's) and keep what the manifest asks of the turn."""
+        started = time.time()
+        running = self._start_span(started)
+        try:
+            report = await gather(branch, instruction)
+        except BaseException as error:
+            if running is not None:
+                self._contained(self._abort_span, running, error)
+            raise
+        if running is not None:
+            self._contained(
+                self._finish_span, running, report, branch, instruction, managed, sequential
+            )
+        if self.metrics is not None:
+            self._contained(self.metrics.turn, report, self.names)
+        if self.audit is not None:
+            self._contained(self._audit, started, report, branch, instruction)
+        return report
+
+    def _audit(self, started: float, report: ProviderReport, branch: Any, instruction: Any) -> None:
+        assert self.audit is not None
+        self.audit.put(
+            TurnSnapshot(
+                started,
+                report,
+                getattr(branch, "id", None),
+                getattr(branch, "name", None),
+                getattr(branch, "system", None) if self.keep_text else None,
+                instruction,
+                self.manifest,
+                self.providers,
+                self.keep_text,
+                self.redact,
+            )
+        )
+
+    def _start_span(self, started: float) -> Any:
+        if self.tracer is None:
+            return None
+        try:
+            return self.tracer.start(int(started * 1e9))
+        except Exception:
+            logger.warning("composer: a turn span could not be started", exc_info=True)
+            return None
+
+    def _abort_span(self, running: Any, error: BaseException) -> None:
+        assert self.tracer is not None
+        self.tracer.detach(running)
+        self.tracer.abort(running, error)
+
+    def _finish_span(
+        self,
+        running: Any,
+        report: ProviderReport,
+        branch: Any,
+        instruction: Any,
+        managed: list[Any],
+        sequential: bool,
+    ) -> None:
+        assert self.tracer is not None
+        self.tracer.detach(running)
+        self.tracer.finish(
+            running,
+            report=report,
+            branch=branch,
+            instruction=instruction,
+            managed=managed,
+            sequential=sequential,
+        )
+
+    def _contained(self, step: Callable[..., Any], *args: Any) -> None:
+        """Run one observing step; a failure is a masked warning, never the turn's."""
+        try:
+            step(*args)
+        except Exception as e:
+            logger.warning(
+                "%s", self.redact(f"composer: observing a turn failed in {step.__name__}: {e!r}")
+            )
+
+    async def aclose(self) -> None:
+        """Release the audit log (its last user writes what is queued and closes it)."""
+        audit, self.audit = self.audit, None
+        if audit is not None:
+            await asyncio.to_thread(release_audit_log, audit)
+
+
+def _revision(manifest: Manifest) -> str:
+    """A short hash of the effective manifest, secrets masked: equal for the same revision."""
+    dumped = manifest.model_dump_json()
+    return hashlib.sha256(dumped.encode()).hexdigest()[:16]
+
+
+_MISSING_WARNED: set[str] = set()
+
+
+def _metrics() -> Metrics | None:
+    try:
+        from composer.observe.metrics import process_metrics
+    except ImportError:
+        _warn_missing("metrics", "prometheus-client")
+        return None
+    return process_metrics()
+
+
+def _tracer(observer: TurnObserver, path: str | None) -> TurnTracer | None:
+    try:
+        from composer.observe.tracing import TurnTracer
+    except ImportError:
+        _warn_missing("otel", "opentelemetry-api")
+        return None
+    return TurnTracer(
+        observer.providers, observer.names, redact=observer.redact, manifest_path=path
+    )
+
+
+def _warn_missing(extra: str, package: str) -> None:
+    if extra not in _MISSING_WARNED:
+        _MISSING_WARNED.add(extra)
+        setting = "traces" if extra == "otel" else "metrics"
+        logger.warning(
+            "composer: runtime.%s is on but %s is not installed (pip install "
+            "'context-composer[%s]'); turns run without it",
+            setting,
+            package,
+            extra,
+        )
