@@ -19,7 +19,6 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	$(BIN)/composer test configs/tests.yaml
-	$(BIN)/composer test configs/tests.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
