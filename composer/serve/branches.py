@@ -5,7 +5,7 @@ provider state (an index, a connection, an MCP session) is shared through the ma
 ``attach`` does it. Turns on one branch run one at a time (the turn path keeps per-turn state
 on the branch); turns on different branches run concurrently. A branch idle for longer than
 the TTL, or the least recently used one when there are too many, is dropped and its registry
-closed; a branch in use is never dropped.
+closed (after each turn, and by a periodic sweep); a branch in use is never dropped.
 """
 
 from __future__ import annotations
@@ -83,9 +83,9 @@ class BranchStore:
         finally:
             entry.users -= 1
             entry.last_used = self._clock()
-            await self._evict()
+            await self.sweep()
 
-    async def _evict(self) -> None:
+    async def sweep(self) -> None:
         """Drop the idle-too-long, then the least recently used over the bound; close them."""
         now = self._clock()
         dropped: list[BranchEntry] = []
@@ -98,6 +98,12 @@ class BranchStore:
                 dropped.append(self._entries.pop(branch_id))
         for entry in dropped:
             await _close(entry)
+
+    async def sweep_every(self, seconds: float) -> None:
+        """Sweep until cancelled, so that idle branches go even when no turn comes."""
+        while True:
+            await asyncio.sleep(seconds)
+            await self.sweep()
 
     async def aclose(self) -> None:
         """Drop every branch and close its registry (server shutdown)."""

@@ -5,9 +5,9 @@ Routes: ``POST /v1/turns``, ``POST /v1/branches/{id}/writeback``, ``GET /v1/mani
 HTTP at ``/mcp``. Every answer is JSON, errors too (``422`` bad body, ``401`` no token, ``404``,
 ``405``, ``413`` too large, ``429`` too many, ``500`` without a traceback). Middleware, outermost
 first: the rate limit, then the bearer token (health, readiness and the OpenAPI document are
-open: they say nothing of the manifest). The lifespan starts the MCP session manager and the
-providers' warm-up, and on shutdown closes every branch's registry and the manifest's shared
-state.
+open: they say nothing of the manifest). The lifespan starts the MCP session manager, the
+providers' warm-up and the sweep of idle branches, and on shutdown closes every branch's
+registry and the manifest's shared state.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
             stack.push_async_callback(service.aclose)  # last: after the MCP sessions ended
             if session_manager is not None:
                 await stack.enter_async_context(session_manager.run())
-            warming = asyncio.create_task(_warm_up(service))
+            warming = asyncio.create_task(service.run_background())
             try:
                 yield
             finally:
@@ -151,14 +151,6 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
 
 
 _BRANCH_ID = re.compile(BRANCH_ID_PATTERN)
-
-
-async def _warm_up(service: ContextService) -> None:
-    try:
-        await service.warm_up()
-    except Exception:
-        logger.warning("warm-up failed; serving anyway", exc_info=True)
-        service.ready = True
 
 
 def _invalid(error: ValidationError) -> Response:

@@ -123,7 +123,7 @@ def mcp_http_routes(service: ContextService, options: ServeOptions) -> tuple[lis
 async def run_stdio(service: ContextService) -> None:
     """Serve MCP on stdin/stdout until the client leaves; then close every provider."""
     server = mcp_server(service)
-    warming = asyncio.create_task(service.warm_up())
+    warming = asyncio.create_task(service.run_background())
     try:
         await server.run_stdio_async()
     finally:

@@ -70,6 +70,16 @@ class ContextService:
             logger.warning("warm-up of provider %r failed: %s", name, text)
         self.ready = True
 
+    async def run_background(self) -> None:
+        """Warm up, then sweep idle branches until cancelled (the servers run this beside
+        their requests)."""
+        try:
+            await self.warm_up()
+        except Exception:
+            logger.warning("warm-up failed; serving anyway", exc_info=True)
+            self.ready = True
+        await self.branches.sweep_every(max(1.0, min(60.0, self.branches.idle_ttl_s / 2)))
+
     def readiness(self) -> Readiness:
         return Readiness(
             status="ready" if self.ready else "starting",

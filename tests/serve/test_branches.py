@@ -85,6 +85,25 @@ async def test_an_idle_branch_goes_after_its_ttl_and_comes_back_fresh() -> None:
         await served.aclose()
 
 
+async def test_idle_branches_go_without_any_further_turn() -> None:
+    """The periodic sweep drops an idle branch even when no request comes to trigger it."""
+    clock = Clock()
+    served = service()
+    served.branches = BranchStore(served._new_branch, idle_ttl_s=60, clock=clock)
+    sweeping = asyncio.ensure_future(served.branches.sweep_every(0.01))
+    try:
+        await served.turn(turn("quiet"))
+        clock.now = 61
+        for _ in range(500):  # a bound that only catches a sweep that never runs
+            if "quiet" not in served.branches:
+                break
+            await asyncio.sleep(0.01)
+        assert "quiet" not in served.branches
+    finally:
+        sweeping.cancel()
+        await served.aclose()
+
+
 async def test_a_branch_in_use_is_never_dropped_and_turns_on_it_take_turns() -> None:
     served = service(max_branches=1)
     order: list[str] = []
