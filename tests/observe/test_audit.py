@@ -36,7 +36,7 @@ MANIFEST = """\
       - {{name: quiet, type: static, text: "never", when: "'deploy' not in instruction.text"}}
       - {{name: long, type: static, max_tokens: 10, text: "{{{{ 'word ' * 30 }}}}"}}
       - {{name: filler, type: static, text: "{{{{ 'a b ' * 20 }}}}"}}
-      - {{name: broken, type: static, text: "{{{{ instruction.missing.x }}}}"}}
+      - {{name: broken, type: static, text: "{{{{ instruction.context.ticket.id }}}}"}}
 """
 
 
