@@ -118,3 +118,26 @@ def http_peer() -> Iterator[str]:
 def peer_server(**extra: object) -> dict[str, object]:
     """The ``server:`` mapping of an ``mcp`` provider that starts the test server over stdio."""
     return {"command": PYTHON, "args": [str(PEER)], **extra}
+
+
+def notes_entry(pid_file: Path) -> dict[str, object]:
+    """An ``mcp`` provider reading ``notes://<instruction>`` from a test server over stdio
+    that writes its process id to ``pid_file``."""
+    return {
+        "name": "notes",
+        "type": "mcp",
+        "server": peer_server(env={"PID_FILE": str(pid_file)}),
+        "resource": "notes://{{ instruction.text }}",
+    }
+
+
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (waiting up to a bound that only catches a hang)."""
+    deadline = time.monotonic() + STARTUP_S
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False

@@ -16,7 +16,7 @@ import yaml
 from composer import Branch, Instruction, attach, load_manifest, prepare_turn
 from composer.cli.main import main
 from composer.serve.openapi import openapi_document
-from serve.conftest import CONFIGS, ROOT, Server, peer_server, start_serve, stop
+from serve.conftest import CONFIGS, ROOT, Server, notes_entry, process_gone, start_serve, stop
 
 TURN = {
     "branch": {"id": "payments-1", "name": "payments", "metadata": {"team": "pay"}},
@@ -241,12 +241,7 @@ def test_sigterm_closes_every_provider(tmp_path: Path) -> None:
     """A graceful stop closes the branches' registries and the shared state: the MCP server
     process an `mcp` provider started is gone once `composer serve` has exited."""
     pid_file = tmp_path / "pid"
-    entry = {
-        "name": "notes",
-        "type": "mcp",
-        "server": peer_server(env={"PID_FILE": str(pid_file)}),
-        "resource": "notes://{{ instruction.text }}",
-    }
+    entry = notes_entry(pid_file)
     manifest = tmp_path / "m.yaml"
     manifest.write_text(yaml.safe_dump({"version": 1, "providers": [entry]}))
     server = start_serve([str(manifest)])
@@ -254,17 +249,12 @@ def test_sigterm_closes_every_provider(tmp_path: Path) -> None:
     child = int(pid_file.read_text())
     assert stop(server.process) == 0
     assert turn.json()["report"]["outcomes"][0]["outcome"] == "fired"
-    assert not _alive(child)
+    assert process_gone(child)
 
 
 def test_a_killed_mcp_child_is_restarted_on_the_next_turn(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    entry = {
-        "name": "notes",
-        "type": "mcp",
-        "server": peer_server(env={"PID_FILE": str(pid_file)}),
-        "resource": "notes://{{ instruction.text }}",
-    }
+    entry = notes_entry(pid_file)
     manifest = tmp_path / "m.yaml"
     manifest.write_text(yaml.safe_dump({"version": 1, "providers": [entry]}))
     server = start_serve([str(manifest)])
@@ -279,14 +269,3 @@ def test_a_killed_mcp_child_is_restarted_on_the_next_turn(tmp_path: Path) -> Non
     assert before["report"]["failed"] == after["report"]["failed"] == []
     assert after["report"]["blocks"] == before["report"]["blocks"]
     assert int(pid_file.read_text()) != first_child
-
-
-def _alive(pid: int) -> bool:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        time.sleep(0.05)
-    return True

@@ -20,7 +20,7 @@ from composer import Branch, Instruction, ManifestError, load_manifest, prepare_
 from composer.build import attach
 from composer.cli.main import main
 from composer.manifest import Manifest
-from serve.conftest import PYTHON, peer_server
+from serve.conftest import PYTHON, notes_entry, peer_server, process_gone
 
 
 def write_manifest(folder: Path, *providers: dict[str, Any], **top: Any) -> Path:
@@ -171,12 +171,7 @@ async def test_the_child_gets_only_the_variables_passed_to_it(
 
 async def test_branches_of_one_manifest_share_one_server_process(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    entry = {
-        "name": "notes",
-        "type": "mcp",
-        "server": peer_server(env={"PID_FILE": str(pid_file)}),
-        "resource": "notes://x",
-    }
+    entry = notes_entry(pid_file)
     manifest = load_manifest(write_manifest(tmp_path, entry))
     try:
         await one_turn(manifest, "a", name="one")
@@ -186,17 +181,12 @@ async def test_branches_of_one_manifest_share_one_server_process(tmp_path: Path)
         assert not pid_file.exists()  # no second process was started
     finally:
         await manifest.aclose()
-    assert _gone(int(first)), "Manifest.aclose() stops the server process"
+    assert process_gone(int(first)), "Manifest.aclose() stops the server process"
 
 
 async def test_a_server_killed_between_turns_is_restarted_by_the_next_turn(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    entry = {
-        "name": "notes",
-        "type": "mcp",
-        "server": peer_server(env={"PID_FILE": str(pid_file)}),
-        "resource": "notes://{{ instruction.text }}",
-    }
+    entry = notes_entry(pid_file)
     manifest = load_manifest(write_manifest(tmp_path, entry))
     try:
         assert (await one_turn(manifest, "before")).report.fired
@@ -327,14 +317,3 @@ def test_without_the_sdk_the_provider_fails_saying_what_to_install(tmp_path: Pat
     assert result.returncode == 0, result.stderr
     assert "['still here']" in result.stdout
     assert "the MCP SDK is not installed: pip install 'context-composer[mcp]'" in result.stdout
-
-
-def _gone(pid: int) -> bool:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
