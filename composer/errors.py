@@ -127,4 +127,4 @@ class TokenizerError(ComposerError):
 
 class ServeError(ComposerError):
     """``composer serve`` cannot start as asked: a non-loopback address without a token, an
-    unreadable token file, or the ``serve`` extra not installed."""
+    empty or unreadable token file, an address it cannot listen on."""
