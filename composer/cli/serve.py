@@ -7,7 +7,6 @@ MCP SDK are imported when the command runs.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +95,8 @@ def run_serve(args: argparse.Namespace, output: Output) -> int:
     try:
         with _log_records_to(output, manifest.redact):
             if args.mcp_stdio:
+                import asyncio
+
                 from composer.serve.mcp_server import run_stdio
 
                 asyncio.run(run_stdio(service))
