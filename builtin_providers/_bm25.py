@@ -1,12 +1,13 @@
-"""BM25 terms of a text, and a bm25s index built from term ids cached per document.
+"""BM25 terms of a text, and a bm25s index built from term counts cached per document.
 
 ``bm25s.BM25.index`` starts from strings and loops in Python over every document, so a
 change to one file would cost a full rebuild holding the interpreter lock. Here each file's
-terms are turned into ids once, when the file is read; a rebuild is a few numpy passes over
-the cached ids (sorting, counting, one vectorised score), most of which release the lock, so
-a turn served meanwhile is not held up. The score matrix is bm25s's own (Lucene variant,
-``k1=1.5``, ``b=0.75``, float32, CSC by term), set on a ``bm25s.BM25`` whose scoring the
-queries use, and a test holds it equal to ``bm25s.BM25.index`` on the same terms.
+terms are turned into ids and counted per passage once, when the file is read; a rebuild is a
+few numpy passes over the cached counts (concatenating, counting, one vectorised score, one
+sort by term), most of which release the lock, so a turn served meanwhile is not held up.
+The score matrix is bm25s's own (Lucene variant, ``k1=1.5``, ``b=0.75``, float32, CSC by
+term), set on a ``bm25s.BM25`` whose scoring the queries use, and a test holds it equal to
+``bm25s.BM25.index`` on the same terms.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy.typing as npt
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-__all__ = ["STEMMERS", "Bm25Index", "Ids", "Terms", "Vocabulary", "build_index"]
+__all__ = ["STEMMERS", "Bm25Index", "Counts", "Ids", "Terms", "Vocabulary", "build_index"]
 
 STEMMERS = frozenset(Stemmer.algorithms()) | {"none"}
 """The ``stemmer`` names: PyStemmer's Snowball algorithms, and ``none``."""
@@ -90,53 +91,80 @@ class Vocabulary:
 
 
 @dataclass(frozen=True)
-class Bm25Index:
-    """A bm25s retriever over documents; ``columns`` are the vocabulary ids it has, sorted."""
+class Counts:
+    """The distinct terms of some documents: one row per (document, term) with its count,
+    documents numbered from 0, and each document's length (its number of terms)."""
 
-    retriever: Any  # bm25s.BM25 with its score matrix set
-    columns: Ids
+    terms: Ids
+    documents: Ids
+    tf: Ids
+    lengths: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, documents: Sequence[Ids]) -> Counts:
+        """Counted once, when a file is read: a rebuild only concatenates counts."""
+        lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
+        if not lengths.sum():
+            return cls(_NO_IDS, _NO_IDS, _NO_IDS, lengths)
+        terms = np.concatenate(documents).astype(np.int64)
+        rows = np.repeat(np.arange(len(documents), dtype=np.int64), lengths)
+        keys, tf = np.unique(rows * (int(terms.max()) + 1) + terms, return_counts=True)
+        row, term = np.divmod(keys, int(terms.max()) + 1)
+        return cls(term.astype(np.int32), row.astype(np.int32), tf.astype(np.int32), lengths)
+
+    def renumbered(self, new_ids: Ids) -> Counts:
+        return Counts(new_ids[self.terms], self.documents, self.tf, self.lengths)
+
+
+_NO_IDS = np.zeros(0, dtype=np.int32)
+
+
+@dataclass(frozen=True)
+class Bm25Index:
+    """A bm25s retriever over ``documents`` documents and the vocabulary ids below ``width``;
+    ``in_use``: how many of those ids occur in some document."""
+
+    retriever: Any  # bm25s.BM25 with its score matrix set, or None when nothing is indexed
+    width: int
     documents: int
+    in_use: int
 
     def scores(self, ids: Sequence[int]) -> npt.NDArray[np.float64]:
-        """BM25 score of every document for the query term ``ids`` (zeros when none is known)."""
-        if not ids or not self.documents:
+        """BM25 score of every document for the query term ``ids`` (zeros when none is known).
+
+        Ids past ``width`` are terms added to the vocabulary after this index was built."""
+        known = [i for i in ids if i < self.width]
+        if not known or self.retriever is None:
             return np.zeros(self.documents)
-        wanted = np.asarray(ids, dtype=np.int32)
-        at = np.searchsorted(self.columns, wanted)
-        inside = at < len(self.columns)
-        found = inside & (self.columns[np.where(inside, at, 0)] == wanted)
-        known = at[found]
-        if not len(known):
-            return np.zeros(self.documents)
-        return np.asarray(self.retriever.get_scores_from_ids(known.tolist()), dtype=np.float64)
+        return np.asarray(self.retriever.get_scores_from_ids(known), dtype=np.float64)
 
 
-def build_index(terms: Ids, lengths: npt.NDArray[np.int64]) -> Bm25Index:
-    """bm25s's Lucene BM25 score matrix over documents given as one array of term ids, all
-    documents end to end, and each document's length (its number of terms)."""
+def build_index(parts: Sequence[Counts], width: int) -> Bm25Index:
+    """bm25s's Lucene BM25 score matrix over the documents of ``parts``, end to end, for the
+    vocabulary ids below ``width``. Only numpy passes over the counts: no Python loop per
+    document, and sorting and counting release the interpreter lock."""
+    lengths = np.concatenate([p.lengths for p in parts] or [np.zeros(0, dtype=np.int64)])
     count = len(lengths)
-    if not count or not len(terms):
-        empty = np.zeros(0, dtype=np.int32)
-        return Bm25Index(None, empty, count)
-    rows = np.repeat(np.arange(count, dtype=np.int64), lengths)
-    # One key per (term, document), sorted term first: the order of a CSC matrix by term.
-    keys, tf = np.unique(terms.astype(np.int64) * count + rows, return_counts=True)
-    term_of, doc_of = np.divmod(keys, count)
-    columns, column_of = np.unique(term_of, return_inverse=True)
-    df = np.bincount(column_of)
+    if not count or not lengths.sum():
+        return Bm25Index(None, width, count, 0)
+    offsets = np.cumsum([0, *(len(p.lengths) for p in parts[:-1])])
+    terms = np.concatenate([p.terms for p in parts])
+    rows = np.concatenate([p.documents + offset for p, offset in zip(parts, offsets, strict=True)])
+    tf = np.concatenate([p.tf for p in parts]).astype(np.float64)
+    df = np.bincount(terms, minlength=width)
     # Computed as bm25s computes it: idf in float64 stored as float32, the rest in float64.
     idf = np.log(1 + (count - df + 0.5) / (df + 0.5)).astype(np.float32)
-    tf64 = tf.astype(np.float64)
-    norm = _K1 * ((1 - _B) + _B * lengths[doc_of] / lengths.mean())
-    data = (idf[column_of].astype(np.float64) * (tf64 / (norm + tf64))).astype(np.float32)
-    indptr = np.zeros(len(columns) + 1, dtype=np.int64)
+    norm = _K1 * ((1 - _B) + _B * lengths[rows] / lengths.mean())
+    data = (idf[terms].astype(np.float64) * (tf / (norm + tf))).astype(np.float32)
+    order = np.argsort(terms)  # a CSC matrix by term; order within a column does not matter
+    indptr = np.zeros(width + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
     retriever = bm25s.BM25()
     retriever.scores = {
-        "data": data,
-        "indices": doc_of.astype(np.int32),
+        "data": data[order],
+        "indices": rows[order].astype(np.int32),
         "indptr": indptr,
         "num_docs": count,
     }
     retriever.nonoccurrence_array = None
-    return Bm25Index(retriever, columns.astype(np.int32), count)
+    return Bm25Index(retriever, width, count, int(np.count_nonzero(df)))

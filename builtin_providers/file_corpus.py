@@ -18,18 +18,18 @@ import asyncio
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 from pydantic import Field, field_validator
 
-from builtin_providers._bm25 import STEMMERS, Bm25Index, Ids, Terms, Vocabulary, build_index
+from builtin_providers._bm25 import STEMMERS, Bm25Index, Counts, Terms, Vocabulary, build_index
 from builtin_providers._chunking import ChunkBy, Passage, split_passages
 from builtin_providers._confined import ConfinedReader, Glob, GlobSet, SkipFile, WalkStats
 from builtin_providers._fitting import (
@@ -43,11 +43,13 @@ from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
     ManifestPath,
+    Problem,
     Provider,
     ProviderConfig,
     ProviderError,
     ProviderType,
     Template,
+    TemplateShape,
     compile_template,
     template_check,
 )
@@ -73,13 +75,22 @@ Progress = Callable[[int, int], None]
 """``progress(files_read, files_total)``, called from the indexing thread."""
 
 _TEMPLATE_NAMES = CONTEXT_NAMES | {"hits", "query"}
-_OutputTemplate = Annotated[str, template_check("hits", "query")]
+_HIT = TemplateShape.record(
+    path=TemplateShape.of(str),
+    heading=TemplateShape.of(str, None),
+    text=TemplateShape.of(str),
+    score=TemplateShape.of(float),
+)
+_OutputTemplate = Annotated[
+    str,
+    template_check(shapes={"hits": TemplateShape.list_of(_HIT), "query": TemplateShape.of(str)}),
+]
+# Entries looked at, at most, when validate checks that the corpus is not empty.
+_CHECK_ENTRIES = 100_000
 # Rebuild the vocabulary once this many of its terms are in no file any more.
 _DEAD_TERMS = 50_000
 _SLICE_S = 0.0003
 _GAP_S = 0.00005
-_NO_IDS = np.zeros(0, dtype=np.int32)
-_NO_LENGTHS = np.zeros(0, dtype=np.int64)
 
 
 class FileCorpusConfig(ProviderConfig):
@@ -163,6 +174,26 @@ class FileCorpusConfig(ProviderConfig):
             raise ValueError(f"unknown stemmer {name!r}; known: {known}")
         return name
 
+    def check(self) -> list[Problem]:
+        """``root`` is a folder holding at least one file that ``include`` takes (a warning
+        when none is found; a walk stops after ``_CHECK_ENTRIES`` entries)."""
+        root = self.root
+        if not root.exists():
+            return [Problem(("root",), f"no such folder: {root}")]
+        if not root.is_dir():
+            return [Problem(("root",), f"not a folder: {root}")]
+        globs = GlobSet(self.include, self.exclude)
+        seen = 0
+        for folder, subfolders, files in os.walk(root):
+            relative = os.path.relpath(folder, root).replace(os.sep, "/")
+            prefix = "" if relative == "." else f"{relative}/"
+            subfolders[:] = [d for d in subfolders if not globs.prunes(prefix + d)]
+            seen += len(files) + len(subfolders)
+            if any(globs.matches(prefix + name) for name in files) or seen > _CHECK_ENTRIES:
+                return []
+        include = ", ".join(self.include)
+        return [Problem(("root",), f"empty corpus: no file under {root} matches {include}", False)]
+
     def index_key(self) -> str:
         """Providers with equal corpus settings share one index."""
         fields = ("include", "exclude", "chunk_by", "chunk_tokens", "stemmer", "refresh_s")
@@ -208,15 +239,14 @@ def _truncation(skipped: WalkStats) -> str | None:
 
 @dataclass(frozen=True)
 class _File:
-    """One file's passages and their term ids (end to end, with each passage's length), valid
-    while the file's size and mtime are unchanged."""
+    """One file's passages and their term counts, valid while its size and mtime are the
+    same."""
 
     size: int
     mtime_ns: int
     nbytes: int
     passages: tuple[Passage, ...]
-    terms: Ids
-    lengths: npt.NDArray[np.int64]
+    counts: Counts
 
 
 class _Pacer:
@@ -271,6 +301,7 @@ class CorpusIndex:
         self._background: threading.Thread | None = None
         self._snapshot: _Snapshot | None = None
         self._checked_at = 0.0
+        self._live_terms = 0  # vocabulary ids some file had at the last build
 
     @property
     def stats(self) -> CorpusStats | None:
@@ -397,8 +428,7 @@ class CorpusIndex:
         config = self.config
         files: dict[str, _File] = {}
         passages: list[Passage] = []
-        terms: list[Ids] = []
-        lengths: list[npt.NDArray[np.int64]] = []
+        parts: list[Counts] = []
         total = 0
         reread = 0
         for done, (relative, size, mtime) in enumerate(candidates, 1):
@@ -417,18 +447,16 @@ class CorpusIndex:
                 files[relative] = entry
                 total += entry.nbytes
                 passages.extend(entry.passages)
-                terms.append(entry.terms)
-                lengths.append(entry.lengths)
+                parts.append(entry.counts)
             if progress is not None:
                 progress(done, len(candidates))
         self._files = files
         pace()
-        index = build_index(
-            np.concatenate(terms or [_NO_IDS]), np.concatenate(lengths or [_NO_LENGTHS])
-        )
+        if len(self._vocabulary) - self._live_terms > _DEAD_TERMS:
+            parts = self._compact()
         vocabulary = self._vocabulary
-        if len(vocabulary) - len(index.columns) > _DEAD_TERMS:
-            vocabulary, index = self._compact(index)
+        index = build_index(parts, len(vocabulary))
+        self._live_terms = index.in_use
         stats = CorpusStats(
             len(files), len(passages), total, skipped, time.perf_counter() - started, reread
         )
@@ -441,32 +469,24 @@ class CorpusIndex:
         for p in passages:
             pace()
             ids.append(self._vocabulary.encode(self._terms(f"{p.heading or ''}\n{p.text}")))
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        terms = np.concatenate(ids) if ids else _NO_IDS
-        return _File(size, mtime, len(text.encode()), passages, terms, lengths)
+        return _File(size, mtime, len(text.encode()), passages, Counts.of(ids))
 
-    def _compact(self, index: Bm25Index) -> tuple[Vocabulary, Bm25Index]:
-        """A new vocabulary of only the terms in the index, ids in the same order, and the
-        cache renumbered; the running snapshot keeps the old vocabulary it was built with."""
+    def _compact(self) -> list[Counts]:
+        """A new vocabulary of only the terms some file has, in the same order, and the cache
+        renumbered to it; the running snapshot keeps the vocabulary it was built with."""
         old = self._vocabulary
-        renumber = np.full(len(old), -1, dtype=np.int32)
-        renumber[index.columns] = np.arange(len(index.columns), dtype=np.int32)
+        used = np.zeros(len(old), dtype=bool)
+        for entry in self._files.values():
+            used[entry.counts.terms] = True
+        renumber = (np.cumsum(used) - 1).astype(np.int32)
         fresh = Vocabulary()
-        fresh.ids = {term: int(renumber[i]) for term, i in old.ids.items() if renumber[i] >= 0}
+        fresh.ids = {term: int(renumber[i]) for term, i in old.ids.items() if used[i]}
         self._files = {
-            path: _File(
-                entry.size,
-                entry.mtime_ns,
-                entry.nbytes,
-                entry.passages,
-                renumber[entry.terms],
-                entry.lengths,
-            )
+            path: replace(entry, counts=entry.counts.renumbered(renumber))
             for path, entry in self._files.items()
         }
         self._vocabulary = fresh
-        columns = np.arange(len(index.columns), dtype=np.int32)
-        return fresh, Bm25Index(index.retriever, columns, index.documents)
+        return [entry.counts for entry in self._files.values()]
 
     def _read_text(
         self, reader: ConfinedReader, relative: str, size: int, remaining: int, skipped: WalkStats

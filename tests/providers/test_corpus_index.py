@@ -13,20 +13,11 @@ from pathlib import Path
 
 import bm25s
 import numpy as np
-import numpy.typing as npt
 import pytest
 
-from builtin_providers._bm25 import Terms, Vocabulary, build_index
+from builtin_providers._bm25 import Counts, Terms, Vocabulary, build_index
 from builtin_providers.file_corpus import CorpusIndex, FileCorpusConfig, FileCorpusProvider
 from composer.turn import Branch, Instruction
-
-
-def encoded(
-    vocabulary: Vocabulary, documents: list[list[str]]
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
-    """Documents as build_index takes them: all term ids end to end, and each length."""
-    ids = [vocabulary.encode(d) for d in documents]
-    return np.concatenate(ids), np.array([len(i) for i in ids], dtype=np.int64)
 
 
 def test_the_index_scores_exactly_as_bm25s_index_does() -> None:
@@ -36,7 +27,8 @@ def test_the_index_scores_exactly_as_bm25s_index_does() -> None:
     words = [f"w{i}" for i in range(400)]
     documents = [[rng.choice(words) for _ in range(rng.randint(0, 60))] for _ in range(700)]
     vocabulary = Vocabulary()
-    index = build_index(*encoded(vocabulary, documents))
+    counts = Counts.of([vocabulary.encode(d) for d in documents])
+    index = build_index([counts], len(vocabulary))
     reference = bm25s.BM25()
     reference.index(documents, show_progress=False)
     for query in (["w1", "w2"], ["w5", "w5", "w9"], ["w399"], ["w7", "absent"]):
@@ -47,7 +39,7 @@ def test_the_index_scores_exactly_as_bm25s_index_does() -> None:
 
 def test_an_unknown_term_scores_nothing() -> None:
     vocabulary = Vocabulary()
-    index = build_index(*encoded(vocabulary, [["alpha", "beta"]]))
+    index = build_index([Counts.of([vocabulary.encode(["alpha", "beta"])])], len(vocabulary))
     vocabulary.encode(["gamma"])  # known to the vocabulary, absent from this index
     assert not index.scores(vocabulary.lookup(["gamma", "delta"])).any()
 
@@ -196,20 +188,25 @@ def test_the_vocabulary_is_compacted_when_most_terms_are_gone(
 
     monkeypatch.setattr(file_corpus, "_DEAD_TERMS", 10)
     page = tmp_path / "page.md"
+    other = tmp_path / "other.md"
     page.write_text(" ".join(f"old{i}" for i in range(50)) + " kept\n")
+    other.write_text("unchanged words\n")
     index = CorpusIndex(FileCorpusConfig(name="d", root=tmp_path, refresh_s=0))
     index.refresh()
-    page.write_text("kept fresh\n")
-    os.utime(page, ns=(1, 1))
-    index.refresh()
+    for n, text in enumerate(("kept fresh\n", "kept fresh renewed\n"), 1):
+        page.write_text(text)
+        os.utime(page, ns=(n, n))
+        index.refresh()
     snapshot = index._snapshot
     assert snapshot is not None
-    assert set(snapshot.vocabulary.ids) == {"kept", "fresh"}
-    assert [p.path for p, _ in index.search("fresh kept", 3)] == ["page.md"]
-    page.write_text("kept fresh renewed\n")
-    os.utime(page, ns=(2, 2))
+    assert set(snapshot.vocabulary.ids) == {"kept", "fresh", "renew", "unchang", "word"}
+    assert [p.path for p, _ in index.search("fresh kept renewed", 3)] == ["page.md"]
+    assert [p.path for p, _ in index.search("unchanged", 3)] == ["other.md"]
+    assert index.search("old3", 3) == []
+    page.write_text("kept fresh renewed newest\n")
+    os.utime(page, ns=(9, 9))
     index.refresh()
-    assert [p.path for p, _ in index.search("renewed", 3)] == ["page.md"]
+    assert [p.path for p, _ in index.search("newest", 3)] == ["page.md"]
 
 
 def test_preview_shows_the_truncation_warning(tmp_path: Path) -> None:
