@@ -32,19 +32,36 @@ class SourceStr(str):
 
     The loader hands every YAML string to validation as a SourceStr, so a ``ManifestPath``
     can resolve a relative path against the folder of the file that holds it, even after
-    overlays merged values from several files.
+    overlays merged values from several files; the models keep it, so a template that fails
+    at run time can say which field of which file it is (``where``).
     """
 
     path: Path
     line: int
     column: int
+    display: str  # the file as the user named it
+    field: str  # what the value is, e.g. 'provider "runbooks": query'
 
-    def __new__(cls, value: str, path: Path, line: int, column: int) -> SourceStr:
+    def __new__(
+        cls, value: str, path: Path, line: int, column: int, display: str = "", field: str = ""
+    ) -> SourceStr:
         obj = super().__new__(cls, value)
         obj.path = path
         obj.line = line
         obj.column = column
+        obj.display = display or str(path)
+        obj.field = field
         return obj
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle: every attribute is an argument
+        args = (str.__str__(self), self.path, self.line, self.column, self.display, self.field)
+        return (type(self), args)
+
+    @property
+    def where(self) -> str:
+        """``field (file:line:col)``: how a run-time failure of this value names it."""
+        location = f"{self.display}:{self.line}:{self.column}"
+        return f"{self.field} ({location})" if self.field else location
 
 
 class Secret(SourceStr):

@@ -16,10 +16,11 @@ the turn goes on (ADR-0008 D2).
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Generator, Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Protocol, cast, runtime_checkable
 
 import jinja2
 import jinja2.meta
@@ -36,16 +37,20 @@ from composer.templating.sandbox import (
     harden,
     run_bounded,
 )
+from composer.templating.shapes import ANY, TemplateShape, check_shapes
 from composer.templating.views import branch_view, instruction_view
 
 __all__ = [
     "CONTEXT_NAMES",
+    "CONTEXT_SHAPES",
     "DEFAULT_LIMITS",
     "CompiledExpression",
     "CompiledTemplate",
     "Expression",
+    "Located",
     "RenderLimits",
     "Template",
+    "TemplateShape",
     "UrlTemplate",
     "compile_expression",
     "compile_template",
@@ -58,6 +63,43 @@ __all__ = [
 
 # The names every template sees (see template_context).
 CONTEXT_NAMES = frozenset({"instruction", "branch", "provider", "now"})
+
+CONTEXT_SHAPES: Mapping[str, TemplateShape] = {
+    "instruction": TemplateShape.record(text=TemplateShape.of(str), guidance=ANY, context=ANY),
+    "branch": TemplateShape.record(
+        id=TemplateShape.of(str),
+        name=TemplateShape.of(str, None),
+        metadata=TemplateShape("mapping"),
+    ),
+    "provider": TemplateShape.record(name=TemplateShape.of(str)),
+    "now": TemplateShape.of(datetime),
+}
+"""What each of ``CONTEXT_NAMES`` holds (``template_context``), for the load-time check of
+the attributes a template reads (``instruction.txt`` is an error before any turn)."""
+
+Shapes = tuple[tuple[str, TemplateShape], ...]
+"""Shapes by name, hashable (compiled templates are cached by their arguments)."""
+
+
+@runtime_checkable
+class Located(Protocol):
+    """A template source that knows where it was written (a manifest's strings do): run-time
+    failures then name the provider, the field and ``file:line:col``."""
+
+    @property
+    def where(self) -> str: ...
+
+
+def _template_line(error: BaseException) -> int | None:
+    """The line of the template being rendered when ``error`` was raised, if Jinja says."""
+    line = None
+    traceback = error.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_code.co_filename == "<template>":
+            line = traceback.tb_lineno
+        traceback = traceback.tb_next
+    return line
+
 
 _TEMPLATE_MARKERS = ("{{", "{%", "{#")
 
@@ -94,9 +136,18 @@ def _check_names(ast: nodes.Template, allowed: frozenset[str]) -> None:
 
 
 class CompiledTemplate:
-    """A template checked at load time; ``render`` turns a context into text, bounded."""
+    """A template checked at load time; ``render`` turns a context into text, bounded.
 
-    def __init__(self, source: str, names: frozenset[str], *, url: bool = False) -> None:
+    ``shapes`` (by name) are checked too: an attribute of one of them that cannot exist is a
+    ``TemplateError`` here. ``where`` (set by ``compile_template`` for a located source)
+    prefixes every run-time failure.
+    """
+
+    where: str | None = None
+
+    def __init__(
+        self, source: str, names: frozenset[str], *, url: bool = False, shapes: Shapes = ()
+    ) -> None:
         self.source = source
         self.is_constant = not any(marker in source for marker in _TEMPLATE_MARKERS)
         self._template: jinja2.Template | None = None
@@ -108,7 +159,25 @@ class CompiledTemplate:
         except jinja2.TemplateSyntaxError as e:
             raise TemplateError(f"template syntax error: {e.message}", lineno=e.lineno) from e
         _check_names(ast, names)
+        if shapes:
+            check_shapes(ast, dict(shapes))
         self._template = env.from_string(harden(ast, url))
+
+    def at(self, source: str) -> CompiledTemplate:
+        """This template as compiled from ``source`` (the same text), which may know where it
+        was written; the compiled code is shared."""
+        located = copy.copy(self)
+        located.source = source
+        located.where = source.where if isinstance(source, Located) else None
+        return located
+
+    def _failed(self, message: str, error: BaseException | None = None) -> TemplateError:
+        """A run-time failure, prefixed with where the template was written and its line."""
+        if self.where is None:
+            return TemplateError(message)
+        line = _template_line(error) if error is not None else None
+        at = f"{self.where}, template line {line}" if line and line > 1 else self.where
+        return TemplateError(f"{at}: {message}")
 
     def render(self, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> str:
         """Render with ``context``; any failure, a sandbox refusal or a limit, is a TemplateError."""
@@ -134,16 +203,20 @@ class CompiledTemplate:
 
         try:
             return run_bounded(limits, run)
-        except TemplateError:
-            raise
+        except TemplateError as e:
+            if self.where is None:
+                raise
+            raise self._failed(str(e)) from e
         except Exception as e:
-            raise TemplateError(f"template failed: {type(e).__name__}: {e}") from e
+            raise self._failed(f"template failed: {type(e).__name__}: {e}", e) from e
 
 
 class CompiledExpression:
     """A Jinja expression such as a provider's ``when``; ``evaluate`` returns its value."""
 
-    def __init__(self, source: str, names: frozenset[str]) -> None:
+    where: str | None = None
+
+    def __init__(self, source: str, names: frozenset[str], *, shapes: Shapes = ()) -> None:
         self.source = source
         env = environment()
         try:
@@ -158,54 +231,106 @@ class CompiledExpression:
         ast = nodes.Template([nodes.Assign(nodes.Name("result", "store"), expr)], lineno=1)
         ast.set_environment(env)
         _check_names(ast, names)
+        if shapes:
+            check_shapes(ast, dict(shapes))
         template = env.from_string(harden(ast))
         self._expression = TemplateExpression(template, undefined_to_none=False)
+
+    def at(self, source: str) -> CompiledExpression:
+        """This expression as compiled from ``source``, which may know where it was written."""
+        located = copy.copy(self)
+        located.source = source
+        located.where = source.where if isinstance(source, Located) else None
+        return located
 
     def evaluate(self, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> Any:
         try:
             return run_bounded(limits, lambda: self._expression(**context))
         except Exception as e:
-            raise TemplateError(f"expression failed: {type(e).__name__}: {e}") from e
+            message = f"expression failed: {type(e).__name__}: {e}"
+            raise TemplateError(f"{self.where}: {message}" if self.where else message) from e
 
 
-@functools.lru_cache(maxsize=1024)
 def compile_template(
-    source: str, names: frozenset[str] = CONTEXT_NAMES, *, url: bool = False
+    source: str,
+    names: frozenset[str] = CONTEXT_NAMES,
+    *,
+    url: bool = False,
+    shapes: Mapping[str, TemplateShape] | None = None,
 ) -> CompiledTemplate:
     """Compile ``source``, allowing only ``names`` (plus Jinja's safe globals) as variables.
 
     With ``url=True`` every ``{{ }}`` output is percent-encoded, ``/`` included, unless the
-    template pipes it through ``urlencode`` itself.
+    template pipes it through ``urlencode`` itself. With ``shapes``, reading an attribute of
+    one of those variables that cannot exist is an error. A source read from a manifest
+    (``Located``) makes its run-time failures say where it was written.
     """
-    return CompiledTemplate(source, names, url=url)
+    compiled = _compiled_template(str.__str__(source), names, url, _frozen(shapes))
+    return compiled if type(source) is str else compiled.at(source)
 
 
 @functools.lru_cache(maxsize=1024)
-def compile_expression(source: str, names: frozenset[str] = CONTEXT_NAMES) -> CompiledExpression:
-    """Compile a Jinja expression, allowing only ``names`` as variables."""
-    return CompiledExpression(source, names)
+def _compiled_template(
+    source: str, names: frozenset[str], url: bool, shapes: Shapes
+) -> CompiledTemplate:
+    return CompiledTemplate(source, names, url=url, shapes=shapes)
+
+
+def compile_expression(
+    source: str,
+    names: frozenset[str] = CONTEXT_NAMES,
+    *,
+    shapes: Mapping[str, TemplateShape] | None = None,
+) -> CompiledExpression:
+    """Compile a Jinja expression, allowing only ``names`` as variables (see
+    ``compile_template`` for ``shapes`` and located sources)."""
+    compiled = _compiled_expression(str.__str__(source), names, _frozen(shapes))
+    return compiled if type(source) is str else compiled.at(source)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_expression(source: str, names: frozenset[str], shapes: Shapes) -> CompiledExpression:
+    return CompiledExpression(source, names, shapes=shapes)
+
+
+def _frozen(shapes: Mapping[str, TemplateShape] | None) -> Shapes:
+    return tuple(sorted(shapes.items())) if shapes else ()
 
 
 def template_check(
-    *extra_names: str, expression: bool = False, url: bool = False
+    *extra_names: str,
+    expression: bool = False,
+    url: bool = False,
+    shapes: Mapping[str, TemplateShape] | None = None,
 ) -> AfterValidator:
     """The validator behind ``template_field``, for ``Annotated[str, template_check(...)]``
-    (which type checkers accept as a field type where a computed alias is not)."""
-    return template_check_exact(CONTEXT_NAMES | frozenset(extra_names), expression, url)
+    (which type checkers accept as a field type where a computed alias is not).
+
+    The template sees ``CONTEXT_NAMES`` (their shapes checked), ``extra_names`` and the
+    names of ``shapes`` (checked against them): ``template_check("query", shapes={"hits":
+    TemplateShape.list_of(HIT)})`` makes ``{{ hit.pth }}`` in a loop over hits an error.
+    """
+    names = CONTEXT_NAMES | frozenset(extra_names) | frozenset(shapes or ())
+    return template_check_exact(names, expression, url, {**CONTEXT_SHAPES, **(shapes or {})})
 
 
 def template_check_exact(
-    names: frozenset[str], expression: bool = False, url: bool = False
+    names: frozenset[str],
+    expression: bool = False,
+    url: bool = False,
+    shapes: Mapping[str, TemplateShape] | None = None,
 ) -> AfterValidator:
     """A validator compiling the value with exactly ``names`` as its variables: for templates
-    that render outside a turn's context (a block's ``wrap`` sees provider, text and nonce)."""
+    that render outside a turn's context (a block's ``wrap`` sees provider, text and nonce).
+    Only the names given ``shapes`` have their attributes checked."""
+    known = {name: shape for name, shape in (shapes or {}).items() if name in names}
 
     def check(value: str) -> str:
         try:
             if expression:
-                compile_expression(value, names)
+                compile_expression(value, names, shapes=known)
             else:
-                compile_template(value, names, url=url)
+                compile_template(value, names, url=url, shapes=known)
         except TemplateError as e:
             raise ValueError(str(e)) from e
         return value
@@ -213,13 +338,19 @@ def template_check_exact(
     return AfterValidator(check)
 
 
-def template_field(*extra_names: str, expression: bool = False, url: bool = False) -> Any:
+def template_field(
+    *extra_names: str,
+    expression: bool = False,
+    url: bool = False,
+    shapes: Mapping[str, TemplateShape] | None = None,
+) -> Any:
     """An ``Annotated[str, ...]`` field type whose value must compile with these extra names.
 
     Provider config models declare template fields with it, so that validating a manifest
     compiles every template and a mistake is reported at its line and column.
     """
-    return Annotated[str, template_check(*extra_names, expression=expression, url=url)]
+    check = template_check(*extra_names, expression=expression, url=url, shapes=shapes)
+    return Annotated[str, check]
 
 
 Template = template_field()
