@@ -41,12 +41,14 @@ from composer.plugin import (
     BuildContext,
     CompiledTemplate,
     ManifestPath,
+    Problem,
     Provider,
     ProviderConfig,
     ProviderError,
     ProviderType,
     StrictModel,
     Template,
+    TemplateShape,
     branch_view,
     compile_template,
     template_check,
@@ -69,7 +71,16 @@ __all__ = [
 DEFAULT_ITEM_TEMPLATE = "- {{ item.content }}"
 
 _ITEM_NAMES = CONTEXT_NAMES | {"item", "index"}
-_ItemTemplate = Annotated[str, template_check("item", "index")]
+_ITEM = TemplateShape.record(
+    id=TemplateShape.of(str),
+    content=TemplateShape.anything(),
+    tags=TemplateShape.list_of(TemplateShape.anything()),
+    metadata=TemplateShape.mapping(),
+    score=TemplateShape.of(float, int, None),
+)
+_ItemTemplate = Annotated[
+    str, template_check(shapes={"item": _ITEM, "index": TemplateShape.of(int)})
+]
 
 
 class JsonlSource(StrictModel):
@@ -239,6 +250,36 @@ class MemoryConfig(ProviderConfig):
         if self.writeback is True:
             return WritebackConfig()
         return self.writeback or None
+
+    def check(self) -> list[Problem]:
+        """The files the source names: a JSONL file must exist unless writeback may create
+        it, a SQLite file's folder must exist (the file is made on first use), a seed must
+        exist; none of them may be a folder."""
+        source = self.source
+        problems: list[Problem] = []
+        if isinstance(source, JsonlSource):
+            if source.jsonl.is_dir():
+                problems.append(
+                    Problem(("source", "jsonl"), f"a folder, not a file: {source.jsonl}")
+                )
+            elif not source.jsonl.exists():
+                if self.writeback_config is None:
+                    problems.append(Problem(("source", "jsonl"), f"no such file: {source.jsonl}"))
+                else:
+                    message = f"no such file yet (writeback creates it): {source.jsonl}"
+                    problems.append(Problem(("source", "jsonl"), message, False))
+        if isinstance(source, SqliteSource):
+            if source.sqlite.is_dir():
+                problems.append(
+                    Problem(("source", "sqlite"), f"a folder, not a file: {source.sqlite}")
+                )
+            elif not source.sqlite.parent.is_dir():
+                message = f"no such folder for the database: {source.sqlite.parent}"
+                problems.append(Problem(("source", "sqlite"), message))
+        seed = source.seed if isinstance(source, SqliteSource | PostgresSource) else None
+        if seed is not None and not seed.is_file():
+            problems.append(Problem(("source", "seed"), f"no such file: {seed}"))
+        return problems
 
     @property
     def ranked(self) -> bool:

@@ -12,14 +12,28 @@ with ``getattr`` on each call:
   provider (its rendered query or request), used when its ``cache`` names no ``key``;
 * ``Constant``: ``constant_text()``, the text the provider gives every turn when it never
   depends on the turn (None when it does), so the engine need not call it each time.
+
+One hook belongs to a provider's *config* instead: ``Check``, ``check() -> list[Problem]``,
+what the config names that this machine does not have (a missing folder or file), which
+``composer validate`` reports at the field's line without building the provider.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["CacheKey", "Closeable", "Constant", "Progress", "WarmUp", "Writeback"]
+__all__ = [
+    "CacheKey",
+    "Check",
+    "Closeable",
+    "Constant",
+    "Problem",
+    "Progress",
+    "WarmUp",
+    "Writeback",
+]
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``, which a warm-up may call from any thread."""
@@ -58,3 +72,23 @@ class Constant(Protocol):
     """The provider's answer when it is the same on every turn, else None."""
 
     def constant_text(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a config's ``check`` found: the field (keys below the provider entry, as the
+    manifest spells them), what is wrong with it here, and whether it is an error or a
+    warning."""
+
+    field: tuple[str | int, ...]
+    message: str
+    error: bool = True
+
+
+@runtime_checkable
+class Check(Protocol):
+    """A provider config that checks what it names against this machine, without building
+    the provider: a folder that is missing, a file that cannot be created. It must not
+    change anything or reach the network."""
+
+    def check(self) -> list[Problem]: ...

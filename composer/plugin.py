@@ -27,7 +27,16 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from composer.errors import ProviderError, StoreError, TemplateError
-from composer.hooks import CacheKey, Closeable, Constant, Progress, WarmUp, Writeback
+from composer.hooks import (
+    CacheKey,
+    Check,
+    Closeable,
+    Constant,
+    Problem,
+    Progress,
+    WarmUp,
+    Writeback,
+)
 from composer.manifest.models import Manifest, ManifestPath, ProviderConfig, StrictModel, redact
 from composer.registry import BranchLike, ContextProvider, InstructionLike
 from composer.templating import (
@@ -37,6 +46,7 @@ from composer.templating import (
     Expression,
     RenderLimits,
     Template,
+    TemplateShape,
     UrlTemplate,
     compile_expression,
     compile_template,
@@ -52,6 +62,7 @@ __all__ = [
     "BranchLike",
     "BuildContext",
     "CacheKey",
+    "Check",
     "Closeable",
     "CompiledExpression",
     "CompiledTemplate",
@@ -60,6 +71,7 @@ __all__ = [
     "Expression",
     "InstructionLike",
     "ManifestPath",
+    "Problem",
     "Progress",
     "Provider",
     "ProviderConfig",
@@ -71,6 +83,7 @@ __all__ = [
     "StrictModel",
     "Template",
     "TemplateError",
+    "TemplateShape",
     "UrlTemplate",
     "WarmUp",
     "Writeback",

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from composer.cli.render import provider_name
 from composer.errors import ComposerError
+from composer.hooks import Check
 from composer.manifest import Manifest, Origin
 from composer.templating import compile_template
 
@@ -26,9 +28,36 @@ class Finding:
         return f"{where}: {self.message}" if self.error else f"{where}: warning: {self.message}"
 
 
-def manifest_findings(manifest: Manifest) -> list[Finding]:
-    """Everything ``validate`` reports about a manifest that loaded: ``manifest_warnings``."""
-    return manifest_warnings(manifest)
+def manifest_findings(manifest: Manifest, *, variables_read: bool = True) -> list[Finding]:
+    """Everything ``validate`` reports about a manifest that loaded: ``manifest_warnings``,
+    then what each enabled provider's config finds wrong on this machine (its ``Check``
+    hook: a corpus folder or a memory file that is missing), at the field's line.
+
+    Loaded without variables (``variables_read=False``), a field written with a variable that
+    has no default is not known, so what a check says about it is left out.
+    """
+    findings = manifest_warnings(manifest)
+    unknown = (
+        set()
+        if variables_read
+        else {use.location for use in manifest.variables if not use.has_default}
+    )
+    for config in manifest.providers:
+        if not config.enabled or not isinstance(config, Check):
+            continue
+        label = f'provider "{provider_name(manifest, config.name)}"'
+        for problem in config.check():
+            origin = manifest.origin("providers", config.name, *problem.field)
+            if origin is not None and origin.location in unknown:
+                continue
+            field = ".".join(str(key) for key in problem.field)
+            message = (
+                f"{label}: {field}: {problem.message}" if field else f"{label}: {problem.message}"
+            )
+            findings.append(
+                Finding(origin or manifest.origin("providers", config.name), message, problem.error)
+            )
+    return findings
 
 
 def manifest_warnings(manifest: Manifest) -> list[Finding]:

@@ -640,7 +640,7 @@ def _validate_one(args: argparse.Namespace, output: Output, env: str | None) -> 
         return False
     shown = str(manifest.path or args.manifest)
     valid = True
-    for finding in manifest_findings(manifest):
+    for finding in manifest_findings(manifest, variables_read=not args.no_interpolate):
         line = manifest.redact(finding.render(shown))
         if finding.error:
             output.error(line)

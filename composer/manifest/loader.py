@@ -25,7 +25,7 @@ from composer.manifest.models import Manifest, redact
 from composer.manifest.overlay import merge_chain
 from composer.manifest.settings import VARIABLE_NAME, Variables, load_settings
 from composer.manifest.source import KeyPath, Origin, Secret, SourceStr, VariableUse
-from composer.manifest.validation_errors import did_you_mean, locate, translate
+from composer.manifest.validation_errors import did_you_mean, dotted, locate, translate
 from composer.manifest.yamlnodes import (
     MAX_BYTES,
     MAX_DEPTH,
@@ -61,6 +61,7 @@ class _Session:
     # the mappings and lists holding such a scalar (a check over them cannot be judged).
     placeholders: dict[int, int] = field(default_factory=dict)
     uncertain: set[int] = field(default_factory=set)
+    labels: dict[KeyPath, str] = field(default_factory=dict)  # ("providers", key) -> label
     _ancestors: list[int] = field(default_factory=list)
 
     # -- files
@@ -227,7 +228,9 @@ class _Session:
                 if used:
                     self.variables_of[id(node)] = used
                 kind = Secret if used else SourceStr
-                return kind(text, mark.file, mark.line, mark.column)
+                return kind(
+                    text, mark.file, mark.line, mark.column, mark.display, self.field_of(keys)
+                )
             self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text)
             return node.value
         self.origins[keys] = Origin(mark.display, mark.line, mark.column)
@@ -238,6 +241,14 @@ class _Session:
             return {key: self.value(child, (*keys, key)) for key, (_, child) in node.items.items()}
         finally:
             self._ancestors.pop()
+
+    def field_of(self, keys: KeyPath) -> str:
+        """What the value at ``keys`` is, for messages: ``provider "runbooks": query``."""
+        if keys[:1] == ("providers",) and len(keys) > 1:
+            label = self.labels.get(keys[:2], f"provider #{keys[1]}")
+            rest = dotted(keys[2:])
+            return f"{label}: {rest}" if rest else label
+        return dotted(keys)
 
     def entry_value(self, entry: Node, keys: KeyPath) -> Any:
         """A provider entry's value; inside a disabled one an unset variable is no error."""
@@ -268,6 +279,7 @@ class _Session:
                             "once variables are substituted"
                         )
                     )
+            self.labels[("providers", key)] = label
             result.append((entry, ("providers", key), label))
         return result
 

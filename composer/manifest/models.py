@@ -33,7 +33,7 @@ from pydantic import (
 
 from composer.hooks import Closeable
 from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr, VariableUse
-from composer.templating import Expression, Template, template_check_exact
+from composer.templating import Expression, Template, TemplateShape, template_check_exact
 
 if TYPE_CHECKING:
     from composer.catalog import ProviderTypes
@@ -65,7 +65,8 @@ holds them equal), written twice so that the models need nothing of the runtime.
 class StrictModel(BaseModel):
     """Base of every manifest model: unknown keys are errors; input never echoed in errors;
     a ``Secret`` given to a field stays one (pydantic would make it a plain ``str``), so that
-    ``repr`` of the model and its serialisation show ``***`` in its place."""
+    ``repr`` of the model and its serialisation show ``***`` in its place; any other string
+    read from a file stays a ``SourceStr``, so that a template knows where it was written."""
 
     # coerce_numbers_to_str: a str field given ``1.10`` receives the text "1.10" (the loader's
     # numbers remember their source text), not a float turned back into "1.1".
@@ -101,8 +102,9 @@ class StrictModel(BaseModel):
 
 
 def _keep_secrets(given: Any, validated: Any) -> Any:
-    """``validated`` with each string that was a ``Secret`` in ``given`` a ``Secret`` again."""
-    if isinstance(given, Secret) and type(validated) is str and validated == given:
+    """``validated`` with each string that was a ``SourceStr`` (a ``Secret`` among them) in
+    ``given`` that string again."""
+    if isinstance(given, SourceStr) and type(validated) is str and validated == given:
         return given
     if isinstance(given, Mapping) and type(validated) is dict:
         return {key: _keep_secrets(given.get(key), value) for key, value in validated.items()}
@@ -136,7 +138,15 @@ ManifestPath = Annotated[Path, BeforeValidator(_resolve_path)]
 WRAP_NAMES = frozenset({"provider", "text", "nonce"})
 """What a ``wrap`` template sees: the provider (name, type, priority), its text, the nonce."""
 
-WrapTemplate = Annotated[str, template_check_exact(WRAP_NAMES)]
+WRAP_SHAPES = {
+    "provider": TemplateShape.record(
+        name=TemplateShape.of(str), type=TemplateShape.of(str), priority=TemplateShape.of(int)
+    ),
+    "text": TemplateShape.of(str),
+    "nonce": TemplateShape.of(str),
+}
+
+WrapTemplate = Annotated[str, template_check_exact(WRAP_NAMES, shapes=WRAP_SHAPES)]
 
 
 class CacheConfig(StrictModel):

@@ -20,7 +20,7 @@ from composer.errors import ManifestError
 from composer.manifest.source import KeyPath
 from composer.manifest.yamlnodes import Map, Mark, Node, Seq
 
-__all__ = ["did_you_mean", "locate", "translate"]
+__all__ = ["did_you_mean", "dotted", "locate", "translate"]
 
 
 def translate(
@@ -54,7 +54,7 @@ def translate(
             continue
         if id(node) in uncertain and kind in ("value_error", "assertion_error"):
             continue
-        where = _dotted(path)
+        where = dotted(path)
         used = variables_of.get(id(node), ())
         if kind == "extra_forbidden":
             key = str(loc[-1]) if loc else "?"
@@ -96,7 +96,8 @@ def locate(
     return node.mark, tuple(path), node
 
 
-def _dotted(path: KeyPath) -> str:
+def dotted(path: KeyPath) -> str:
+    """``path`` as a reader writes it: ``request.params.q``, ``tests[0].name``."""
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)

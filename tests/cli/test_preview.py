@@ -393,7 +393,7 @@ providers:
   - name: broken
     type: static
     priority: 20
-    text: "{{{{ (1).foo }}}}"
+    text: "{{{{ instruction.context.foo }}}}"
   - name: blank
     type: static
     text: "{{{{ '' }}}}"
@@ -429,8 +429,8 @@ def test_every_outcome_is_labelled(outcomes: Path, capsys: pytest.CaptureFixture
         "huge": "skipped: over its max_tokens",
         "first": "fired",
         "crowded": "skipped: over the budget",
-        "broken": "failed: TemplateError: template failed: UndefinedError: "
-        "'int object' has no attribute 'foo'",
+        "broken": f'failed: TemplateError: provider "broken": text ({outcomes}:20:11): '
+        "template failed: UndefinedError: 'None' has no attribute 'foo'",
         "blank": "empty: returned nothing",
         "quiet": "empty: its `when` is false",
         "off": "disabled",
@@ -469,7 +469,8 @@ def test_every_outcome_in_json_and_the_report_lists(
     assert document.report.failed == ["broken"]
     assert [f.provider_name for f in document.report.fired] == ["first"]
     assert document.providers[3].error == (
-        "TemplateError: template failed: UndefinedError: 'int object' has no attribute 'foo'"
+        f'TemplateError: provider "broken": text ({outcomes}:20:11): '
+        "template failed: UndefinedError: 'None' has no attribute 'foo'"
     )
     assert all(row.error is None for row in document.providers if row.name != "broken")
 
@@ -594,7 +595,7 @@ def test_strict_exits_1_only_when_a_provider_failed(outcomes: Path, tmp_path: Pa
     assert main(["preview", str(outcomes), "--instruction", "x", "--strict"]) == 1
     assert main(["preview", str(outcomes), "--instruction", "x", "--strict", "--json"]) == 1
     # Skipped, empty and disabled providers are no failure.
-    fine = outcomes.read_text().replace("(1).foo", "instruction.text")
+    fine = outcomes.read_text().replace("instruction.context.foo", "instruction.text")
     put(tmp_path / "fine.yaml", fine)
     assert main(["preview", "fine.yaml", "--instruction", "x", "--strict"]) == 0
 
