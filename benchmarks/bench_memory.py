@@ -139,15 +139,18 @@ async def writeback_rate(source: dict[str, Any], count: int) -> float:
     return count / elapsed
 
 
-async def after_write(store: Any, write: Callable[[int], Awaitable[Any]], ranked: bool) -> float:
+async def after_write(
+    store: Any, write: Callable[[int], Awaitable[Any]], ranked: bool, questions: list[str]
+) -> float:
     """p50 of one query issued right after one write, over 20 writes."""
     samples = []
     for n in range(20):
         await write(n)
+        question = questions[n % len(questions)]
         query = (
-            MemoryQuery(text="w1 w2 w3", match="fulltext", limit=5)
+            MemoryQuery(text=question, match="fulltext", limit=5)
             if ranked
-            else MemoryQuery(text="w2", limit=5)
+            else MemoryQuery(text=question.split()[-1], limit=5)
         )
         started = time.perf_counter()
         await store.search(query)
@@ -171,7 +174,7 @@ async def measure(size: int, queries: int, folder: Path, dsn: str | None) -> lis
         with path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps({"content": f"written {n}"}) + "\n")
 
-    base_after = await after_write(baseline, old_write, False)
+    base_after = await after_write(baseline, old_write, False, questions)
     rows.append(row("JSONL scan (baseline)", size, base, base_p50, base_after, None))
 
     stores: list[tuple[str, ItemStore, dict[str, Any], bool]] = []
@@ -198,7 +201,7 @@ async def measure(size: int, queries: int, folder: Path, dsn: str | None) -> lis
         async def write(n: int, store: ItemStore = store) -> None:
             await store.add([MemoryItem(f"written w1 {n}", [], {}, f"new-{uuid.uuid4()}")])
 
-        latest = await after_write(store, write, ranked)
+        latest = await after_write(store, write, ranked, questions)
         rate = await writeback_rate(source, 500)
         rows.append(row(name, size, samples, base_p50, latest, rate))
 

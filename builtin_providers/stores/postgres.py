@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builtin_providers.stores.base import (
-    COMMON_WORD,
     MemoryItem,
     as_query,
     body_of,
@@ -51,6 +50,8 @@ _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _MAX_BODY = 500_000  # characters indexed per item: a tsvector holds at most 1 MB
 
 # Each statement is formatted with the schema as {s} (quoted by psycopg.sql.Identifier).
+# GIN indexes without a pending list (fastupdate off): a write pays its index update at once,
+# instead of every search scanning unmerged entries until the next vacuum.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         f"""CREATE TABLE {{s}}.items (
@@ -68,9 +69,10 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
                 (to_tsvector('english'::regconfig, left(body, {_MAX_BODY}))) STORED,
             UNIQUE (namespace, id)
         )""",
-        "CREATE INDEX items_tsv ON {s}.items USING gin (tsv)",
-        "CREATE INDEX items_tags ON {s}.items USING gin (tags)",
-        "CREATE INDEX items_metadata ON {s}.items USING gin (metadata jsonb_path_ops)",
+        "CREATE INDEX items_tsv ON {s}.items USING gin (tsv) WITH (fastupdate = off)",
+        "CREATE INDEX items_tags ON {s}.items USING gin (tags) WITH (fastupdate = off)",
+        "CREATE INDEX items_metadata ON {s}.items USING gin (metadata jsonb_path_ops)"
+        " WITH (fastupdate = off)",
         "CREATE INDEX items_namespace ON {s}.items (namespace, seq)",
         "CREATE INDEX items_expiry ON {s}.items (expires_at) WHERE expires_at IS NOT NULL",
         "CREATE INDEX items_written_back ON {s}.items (namespace, seq) WHERE written_back",
@@ -79,6 +81,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 _COLUMNS = "id, content, tags, metadata, namespace, expires_at"
 _PURGE_BATCH = 500
+_ANALYZE_AFTER = 1000  # items added at once after which the table's statistics are renewed
+_STATISTICS_TTL_S = 60.0  # how long the common lexemes read from pg_stats are used
 
 
 def describe_dsn(dsn: str) -> str:
@@ -117,6 +121,7 @@ class PostgresMemoryStore:
         # be used from several (one asyncio.run per CLI command or test).
         self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
         self._ready = False
+        self._common: tuple[float, dict[str, float]] | None = None
 
     def __repr__(self) -> str:
         return f"PostgresMemoryStore({self._where!r}, schema={self.schema!r})"
@@ -148,11 +153,15 @@ class PostgresMemoryStore:
             await conn.execute(
                 self._sql(
                     "DELETE FROM {s}.items WHERE seq IN (SELECT seq FROM {s}.items"
-                    " WHERE expires_at <= %s LIMIT %s)"
+                    " WHERE expires_at <= %s ORDER BY expires_at LIMIT %s)"
                 ),
                 (time.time(), _PURGE_BATCH),
             )
-            return new
+        if new >= _ANALYZE_AFTER:  # an import: refresh the statistics the queries rely on
+            async with self._guard(), self._connection() as conn:
+                await conn.execute(self._sql("ANALYZE {s}.items"))
+            self._common = None
+        return new
 
     async def retrieve(self, item_id: Any, namespace: str = "") -> MemoryItem | None:
         rows = await self._select(
@@ -183,13 +192,16 @@ class PostgresMemoryStore:
             words = query_words(spec.text)
             if not words:
                 return []
-            where.insert(0, "tsv @@ q")
             if spec.min_score is not None:
                 where.append("ts_rank_cd(tsv, q) >= %s")
                 args.append(spec.min_score)
+            # The words' matches first, through the full-text index alone (the expression
+            # keeps them few); the namespace and the rest filter those. Left to itself, the
+            # planner may intersect with the namespace index, which holds every row.
             sql = (
-                f"SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS score"
-                " FROM {s}.items, to_tsquery('english'::regconfig, %s) AS q"
+                "WITH q AS (SELECT to_tsquery('english'::regconfig, %s) AS q),"
+                " hits AS MATERIALIZED (SELECT i.*, q.q FROM {s}.items i, q WHERE i.tsv @@ q.q)"
+                f" SELECT {_COLUMNS}, ts_rank_cd(tsv, q) AS score FROM hits"
                 f" WHERE {' AND '.join(where)} ORDER BY score DESC, seq LIMIT %s"
             )
             return await self._select(sql, [*args, spec.limit], words=words)
@@ -204,17 +216,45 @@ class PostgresMemoryStore:
         return await self._select(sql, [*args, spec.limit])
 
     async def _expression(self, conn: AsyncConnection[Any], words: list[str]) -> str | None:
-        """The ``to_tsquery`` text for ``words``: each counted up to COMMON_WORD matches."""
+        """The ``to_tsquery`` text for ``words``, from how many items each is in.
+
+        PostgreSQL's own statistics say it: ``ANALYZE`` keeps the most common lexemes of the
+        ``tsv`` column with their frequencies (``pg_stats.most_common_elems``), so a word's
+        count is its frequency times the table's rows (read at most once a minute), and a word
+        whose lexemes are not listed is rare (counted 1). A stop word, which has no lexeme, is
+        counted 0. No item is read.
+        """
+        common = await self._common_lexemes(conn)
+        cursor = await conn.execute(
+            "SELECT w, array(SELECT lexeme FROM unnest(to_tsvector('english'::regconfig, w)))"
+            " FROM unnest(%s::text[]) AS w",
+            (words,),
+        )
+        counts: dict[str, int] = {}
+        for word, lexemes in await cursor.fetchall():
+            estimate = max((common.get(lexeme, 1.0) for lexeme in lexemes), default=0.0)
+            counts[str(word)] = round(estimate) if estimate < 1 else max(1, round(estimate))
+        return full_text({word: counts.get(word, 0) for word in words}, " | ", " & ")
+
+    async def _common_lexemes(self, conn: AsyncConnection[Any]) -> dict[str, float]:
+        """The most common lexemes of the items, with how many items hold each."""
+        now = time.monotonic()
+        if self._common is not None and now - self._common[0] < _STATISTICS_TTL_S:
+            return self._common[1]
         cursor = await conn.execute(
             self._sql(
-                "SELECT w, (SELECT count(*) FROM (SELECT 1 FROM {s}.items"
-                " WHERE tsv @@ plainto_tsquery('english'::regconfig, w) LIMIT %s) AS m)"
-                " FROM unnest(%s::text[]) AS w"
+                "SELECT e.lexeme, f.freq * greatest(c.reltuples, 0) FROM pg_stats s,"
+                " pg_class c,"
+                " unnest(s.most_common_elems::text::text[]) WITH ORDINALITY AS e(lexeme, i),"
+                " unnest(s.most_common_elem_freqs) WITH ORDINALITY AS f(freq, j)"
+                " WHERE s.schemaname = %s AND s.tablename = 'items' AND s.attname = 'tsv'"
+                " AND c.oid = '{s}.items'::regclass AND e.i = f.j"
             ),
-            (COMMON_WORD, words),
+            (self.schema,),
         )
-        counts = {str(word): int(n) for word, n in await cursor.fetchall()}
-        return full_text(counts, " | ", " & ")
+        common = {str(lexeme): float(n) for lexeme, n in await cursor.fetchall()}
+        self._common = (now, common)
+        return common
 
     async def export(self, namespace: str | None = None) -> list[MemoryItem]:
         where = "(expires_at IS NULL OR expires_at > %s)"
