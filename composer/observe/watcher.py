@@ -100,6 +100,8 @@ class ManifestWatcher:
         self._seen: Digests = {}
         self._registries: weakref.WeakSet[WatchedRegistry] = weakref.WeakSet()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._retired: list[_Loaded] = []  # replaced, not yet closed
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
         self._stop: asyncio.Event | None = None
         self._watching: asyncio.Task[None] | None = None
@@ -157,6 +159,7 @@ class ManifestWatcher:
             return self._current.manifest
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         inputs = Inputs.of(None, path=self.path, env=self.env, environ=self._environ)
         before = await asyncio.to_thread(snapshot, inputs)
         manifest = await asyncio.to_thread(self._load)
@@ -180,8 +183,10 @@ class ManifestWatcher:
         for registry in list(self._registries):
             registry._drop()
         current, self._current = self._current, None
-        if current is not None and not current.closed and current.users == 0:
-            self._spawn(self._close_manifest(current))
+        # Shutting down: whatever a forgotten registry still holds is closed too.
+        for loaded in [*self._retired, *([current] if current else [])]:
+            self._spawn(self._close_manifest(loaded))
+        self._retired = []
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
@@ -279,6 +284,7 @@ class ManifestWatcher:
         self._current = _Loaded(manifest, 1 if old is None else old.generation + 1)
         if old is None:
             return
+        self._retired.append(old)
         for registry in list(self._registries):
             registry._move_on_if_idle()
         if old.users == 0:
@@ -300,9 +306,13 @@ class ManifestWatcher:
         loaded.users += 1
         return loaded
 
-    def _release(self, loaded: _Loaded, registry: ManifestRegistry) -> None:
-        loaded.users -= 1
-        self._spawn(self._close_registry(loaded, registry))
+    def _let_go(self, hold: _Hold) -> None:
+        """A registry lets go of what it holds (also when it is garbage collected unclosed)."""
+        loaded, registry = hold.loaded, hold.registry
+        hold.loaded = hold.registry = None
+        if loaded is not None and registry is not None:
+            loaded.users -= 1
+            self._spawn(self._close_registry(loaded, registry))
 
     async def _close_registry(self, loaded: _Loaded, registry: ManifestRegistry) -> None:
         try:
@@ -316,13 +326,29 @@ class ManifestWatcher:
         if loaded.closed:
             return
         loaded.closed = True
+        if loaded in self._retired:
+            self._retired.remove(loaded)
         try:
             await loaded.manifest.aclose()
         except Exception as e:
             logger.warning("%s", loaded.manifest.redact(f"composer: closing a manifest: {e!r}"))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
+        """Run ``work`` as a task of the watcher's loop (from a finalizer too, in any thread)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            work.close()  # the process is ending: nothing left to close it on
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._track(loop.create_task(work))
+        else:
+            loop.call_soon_threadsafe(lambda: self._track(loop.create_task(work)))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -377,6 +403,20 @@ class ManifestWatcher:
             logger.warning("composer: checking the manifest for changes failed", exc_info=True)
 
 
+class _Hold:
+    """What a ``WatchedRegistry`` holds: a loaded manifest and the registry built from it.
+
+    Apart from the registry object, so that a finalizer can let go of it when the registry is
+    garbage collected without ``aclose`` (a conversation that simply ended).
+    """
+
+    __slots__ = ("loaded", "registry")
+
+    def __init__(self) -> None:
+        self.loaded: _Loaded | None = None
+        self.registry: ManifestRegistry | None = None
+
+
 class WatchedRegistry:
     """A branch's registry that follows a ``ManifestWatcher``: the ADR registry's surface
     (``gather``, ``gather_writeback``, ``names``, ``budget``, ``len``, ``bool``), each turn on
@@ -388,22 +428,24 @@ class WatchedRegistry:
 
     def __init__(self, watcher: ManifestWatcher) -> None:
         self._watcher = watcher
-        self._loaded: _Loaded | None = None
-        self._inner: ManifestRegistry | None = None
+        self._hold = _Hold()
         self._running = 0
         self._history: deque[ProviderReport] = deque(maxlen=0)
+        weakref.finalize(self, watcher._let_go, self._hold)
 
     def _registry(self) -> ManifestRegistry:
         """The registry to use now: the current manifest's, unless a turn is still running on
         an older one (then that one, so that concurrent turns of one branch agree)."""
         current = self._watcher._current
-        inner = self._inner
-        if inner is not None and (self._loaded is current or current is None or self._running):
-            return inner
+        hold = self._hold
+        if hold.registry is not None and (
+            hold.loaded is current or current is None or self._running
+        ):
+            return hold.registry
         loaded = self._watcher._retain()
         fresh = build_registry(loaded.manifest)
         self._drop()
-        self._loaded, self._inner = loaded, fresh
+        hold.loaded, hold.registry = loaded, fresh
         observer = fresh.observer
         size = observer.history if observer is not None else 0
         if size != self._history.maxlen:
@@ -412,28 +454,25 @@ class WatchedRegistry:
 
     def _drop(self) -> None:
         """Let go of the registry held (it is closed, and its manifest when it was the last)."""
-        loaded, inner = self._loaded, self._inner
-        self._loaded = self._inner = None
-        if loaded is not None and inner is not None:
-            self._watcher._release(loaded, inner)
+        self._watcher._let_go(self._hold)
 
     def _move_on_if_idle(self) -> None:
-        if not self._running and self._inner is not None:
+        if not self._running and self._hold.registry is not None:
             self._drop()
 
     @property
     def generation(self) -> int:
         """The generation of the manifest this registry's next turn uses."""
         self._registry()
-        assert self._loaded is not None
-        return self._loaded.generation
+        assert self._hold.loaded is not None
+        return self._hold.loaded.generation
 
     @property
     def manifest(self) -> Manifest:
         """The manifest this registry's next turn uses."""
         self._registry()
-        assert self._loaded is not None
-        return self._loaded.manifest
+        assert self._hold.loaded is not None
+        return self._hold.loaded.manifest
 
     @property
     def history(self) -> list[ProviderReport]:
@@ -447,7 +486,7 @@ class WatchedRegistry:
             report = await inner.gather(branch, instruction)
         finally:
             self._running -= 1
-            if not self._running and self._loaded is not self._watcher._current:
+            if not self._running and self._hold.loaded is not self._watcher._current:
                 self._drop()  # a reload came during the turn: let the old manifest go now
         self._history.append(report)
         return report
@@ -485,7 +524,7 @@ class WatchedRegistry:
         return bool(self._registry())
 
     def __repr__(self) -> str:
-        loaded = self._loaded
+        loaded = self._hold.loaded
         return f"<WatchedRegistry generation={loaded.generation if loaded else None}>"
 
 
