@@ -83,6 +83,7 @@ _COLUMNS = "id, content, tags, metadata, namespace, expires_at"
 _PURGE_BATCH = 500
 _ANALYZE_AFTER = 1000  # items added at once after which the table's statistics are renewed
 _STATISTICS_TTL_S = 60.0  # how long the common lexemes read from pg_stats are used
+_LEXEMES_KEPT = 10_000  # words whose lexemes (the server's stemming) are remembered
 
 
 def describe_dsn(dsn: str) -> str:
@@ -122,6 +123,7 @@ class PostgresMemoryStore:
         self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
         self._ready = False
         self._common: tuple[float, dict[str, float]] | None = None
+        self._lexemes: dict[str, tuple[str, ...]] = {}  # stemming never changes: asked once
 
     def __repr__(self) -> str:
         return f"PostgresMemoryStore({self._where!r}, schema={self.schema!r})"
@@ -225,16 +227,23 @@ class PostgresMemoryStore:
         counted 0. No item is read.
         """
         common = await self._common_lexemes(conn)
-        cursor = await conn.execute(
-            "SELECT w, array(SELECT lexeme FROM unnest(to_tsvector('english'::regconfig, w)))"
-            " FROM unnest(%s::text[]) AS w",
-            (words,),
-        )
+        unknown = [word for word in words if word not in self._lexemes]
+        if unknown:
+            cursor = await conn.execute(
+                "SELECT w, array(SELECT lexeme FROM unnest(to_tsvector('english'::regconfig, w)))"
+                " FROM unnest(%s::text[]) AS w",
+                (unknown,),
+            )
+            if len(self._lexemes) > _LEXEMES_KEPT:
+                self._lexemes.clear()
+            for word, lexemes in await cursor.fetchall():
+                self._lexemes[str(word)] = tuple(str(lexeme) for lexeme in lexemes)
         counts: dict[str, int] = {}
-        for word, lexemes in await cursor.fetchall():
+        for word in words:
+            lexemes = self._lexemes.get(word, ())
             estimate = max((common.get(lexeme, 1.0) for lexeme in lexemes), default=0.0)
-            counts[str(word)] = round(estimate) if estimate < 1 else max(1, round(estimate))
-        return full_text({word: counts.get(word, 0) for word in words}, " | ", " & ")
+            counts[word] = max(1, round(estimate)) if lexemes else 0
+        return full_text(counts, " | ", " & ")
 
     async def _common_lexemes(self, conn: AsyncConnection[Any]) -> dict[str, float]:
         """The most common lexemes of the items, with how many items hold each."""
