@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import logging
 import os
@@ -69,6 +70,12 @@ class Output:
     def json(self, text: str) -> None:
         """A JSON document; characters its encoder leaves raw (DEL, C1, bidi) as ``\\u`` escapes."""
         print(printable(text, keep="\n", json=True), file=self.out)
+
+    @property
+    def utf8(self) -> bool:
+        """Whether results are written as UTF-8 (else JSON is kept to ASCII with escapes)."""
+        encoding = getattr(self.out, "encoding", None) or "utf-8"
+        return encoding.lower().replace("-", "").replace("_", "") == "utf8"
 
     @property
     def colour(self) -> bool:
@@ -263,7 +270,10 @@ def run_preview_command(args: argparse.Namespace, output: Output) -> int:
     preview.default_system = system == DEFAULT_SYSTEM and args.system is None
     if args.json:
         document = PreviewDocument.of(preview, manifest=shown, env=args.env, redact=manifest.redact)
-        output.json(document.model_dump_json(indent=2))
+        # through json, not pydantic: a lone surrogate (bytes that are not UTF-8 in a file name
+        # or an argument) becomes a \udcXX escape instead of a serialisation error
+        data = document.model_dump(mode="json")
+        output.json(json.dumps(data, indent=2, ensure_ascii=not output.utf8))
     else:
         _print_preview(preview, shown, args.env, manifest, output)
     return 1 if args.strict and preview.report.failed else 0
@@ -853,21 +863,61 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (argparse's 2 for usage errors)."""
+    """Run the command line; returns the exit code (argparse's 2 for usage errors).
+
+    Whatever the terminal or the pipes do, a person sees at most one line on stderr, never a
+    traceback: a reader that left (silence), a closed or full stdout (one line, exit 1),
+    Ctrl-C (providers closed, one line, exit 130); characters the output's encoding cannot
+    show, and bytes of arguments and file names that are not UTF-8, are written escaped.
+    """
+    _escape_what_cannot_be_encoded()
+    if sys.stdout is None:  # started with stdout closed (`composer ... >&-`)
+        _say("standard output is closed")
+        return 1
+    try:
+        return _run(argv)
+    except BrokenPipeError:  # the reader left early (`composer preview ... | head`)
+        _detach_stdout()
+        return 1
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
+    except OSError as e:  # stdout is full or gone (`> /dev/full`)
+        _detach_stdout()
+        _say(f"cannot write the output: {e.strerror or type(e).__name__}")
+        return 1
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version and usage errors
+        sys.stdout.flush()
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     run: Callable[[argparse.Namespace, Output], int] = args.run
-    try:
-        code = run(args, Output())
-        sys.stdout.flush()  # here, so that a reader that left is met inside the ``try``
-        return code
-    except BrokenPipeError:
-        # The reader left early (`composer preview ... | head`): not worth a traceback. Point
-        # stdout at devnull so the interpreter's final flush does not fail again.
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        return 1
+    code = run(args, Output())
+    sys.stdout.flush()  # here, so that a reader that left is met inside main's ``try``
+    return code
+
+
+def _escape_what_cannot_be_encoded() -> None:
+    """Let stdout and stderr write any text: what their encoding (ascii, latin-1, a lone
+    surrogate from bytes that are not UTF-8) cannot represent becomes a backslash escape."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            with contextlib.suppress(ValueError):  # a closed stream
+                stream.reconfigure(errors="backslashreplace")
+
+
+def _detach_stdout() -> None:
+    """Point stdout at devnull, so the interpreter's final flush does not fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _say(text: str) -> None:
+    """One line on stderr, if there is a stderr to write to."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(f"composer: {text}", file=sys.stderr, flush=True)
