@@ -1,13 +1,15 @@
 """The audit log's writer: a bounded queue and one thread per file, so a turn never waits on a disk.
 
-A turn puts a ``TurnSnapshot`` on the queue (``put`` never blocks: when the queue is full the
-line is dropped and counted). The thread turns snapshots into JSON lines, appends them to the
-file (opened ``O_APPEND``, mode 0600, since lines may hold text), and rotates it before a batch
-would take it past ``max_bytes`` (``turns.jsonl`` -> ``turns.jsonl.1`` -> ... -> ``.N``,
-the oldest deleted). A failure to open, write or rotate (a full disk, a missing folder, no
-permission) loses that batch, counts its lines in ``failed``, and logs a warning (at most one
-a minute per kind of failure, masked); the next batch tries again. Nothing here raises into a
-turn.
+A turn appends its snapshot (``record.snapshot``) to the queue (``put`` never blocks: when the queue is full the
+line is dropped and counted) and, if the writer sleeps, wakes it. The writer then lingers
+``LINGER_S`` so that the lines of many turns are made and written together: it wakes a few
+times a second under load, not once per turn, and so takes the interpreter from the turns as
+little as it can. It makes each snapshot's JSON line, appends them to the file (opened
+``O_APPEND``, mode 0600, since lines may hold text), and rotates the file before a line would
+take it past ``max_bytes`` (``turns.jsonl`` -> ``turns.jsonl.1`` -> ... -> ``.N``, the oldest
+deleted). A failure to open, write or rotate (a full disk, a missing folder, no permission)
+loses those lines, counts them in ``failed``, and logs a warning (at most one a minute per
+kind of failure, masked); the next batch tries again. Nothing here raises into a turn.
 
 One ``AuditLog`` serves one path in this process, whatever number of loaded manifests write to
 it (``open_audit_log`` counts its users), so a reload never puts two writers on one file.
@@ -19,34 +21,25 @@ import contextlib
 import errno
 import logging
 import os
-import queue
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any
 
-__all__ = ["AuditLog", "Snapshot", "open_audit_log", "release_audit_log"]
+__all__ = ["AuditLog", "open_audit_log", "release_audit_log"]
+
+from composer.observe.record import json_line
 
 logger = logging.getLogger(__name__)
 
+LINGER_S = 0.05
+"""How long the writer waits, once woken, for more lines to write together."""
+
 _WARN_EVERY_S = 60.0
-_BATCH = 512  # lines written per write() at most
-
-
-class Snapshot(Protocol):
-    """What the queue carries: anything that becomes one JSON line in the writer thread."""
-
-    def line(self) -> _Dumpable: ...
-
-
-class _Dumpable(Protocol):
-    def model_dump_json(self) -> str: ...
-
-
-class _Stop:
-    """Put last on the queue: the thread writes what came before it, then ends."""
+_YIELD_S = 0.0005  # the longest the writer makes lines before it lets a turn run
 
 
 class AuditLog:
@@ -65,8 +58,10 @@ class AuditLog:
         queue_size: int,
         redact: Callable[[str], str] | None = None,
         on_count: Callable[[str, int], None] | None = None,
+        encode: Callable[[Any], bytes] = json_line,
     ) -> None:
         self.path = path
+        self._encode = encode
         self.max_bytes = max_bytes
         self.backups = backups
         self.written = 0
@@ -74,7 +69,10 @@ class AuditLog:
         self.failed = 0
         self.on_count = on_count
         self._redact = redact
-        self._queue: queue.Queue[Snapshot | _Stop] = queue.Queue(queue_size)
+        self._capacity = queue_size
+        self._pending: deque[Any] = deque()
+        self._wake = threading.Event()
+        self._busy = False  # the writer holds lines it took from the queue
         self._fd: int | None = None
         self._size = 0
         self._regular = True  # a regular file is rotated; /dev/stdout or a FIFO is not
@@ -85,18 +83,20 @@ class AuditLog:
 
     # -- the turn's side
 
-    def put(self, snapshot: Snapshot) -> None:
+    def put(self, snapshot: Any) -> None:
         """Queue one turn's line; never blocks, never raises."""
         if self._closed:
             self._count("dropped", 1)
             return
-        if self._thread is None:
-            self._start()
-        try:
-            self._queue.put_nowait(snapshot)
-        except queue.Full:
+        if len(self._pending) >= self._capacity:
             self._count("dropped", 1)
             self._warn("full", f"audit log {self.path}: queue full, a turn's line was dropped")
+            return
+        self._pending.append(snapshot)  # atomic: no lock on the turn's path
+        if not self._wake.is_set():
+            if self._thread is None:
+                self._start()
+            self._wake.set()
 
     def _start(self) -> None:
         with self._lock:
@@ -109,29 +109,29 @@ class AuditLog:
     # -- the writer thread
 
     def _run(self) -> None:
-        stop = False
-        while not stop:
-            item = self._queue.get()
-            batch: list[Snapshot | _Stop] = [item]
-            while len(batch) < _BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+        while True:
+            self._wake.wait()
+            if not self._closed:
+                time.sleep(LINGER_S)
+            self._wake.clear()  # a put after this wakes the next round
+            self._busy = True
             lines: list[bytes] = []
-            for snapshot in batch:
-                if isinstance(snapshot, _Stop):
-                    stop = True
-                    continue
+            offered = time.perf_counter()
+            while self._pending:
+                snapshot = self._pending.popleft()
                 try:
-                    lines.append(snapshot.line().model_dump_json().encode() + b"\n")
+                    lines.append(self._encode(snapshot))
                 except Exception as e:  # a snapshot that cannot be written is one lost line
                     self._count("failed", 1)
                     self._warn("encode", f"audit log {self.path}: a line could not be made: {e!r}")
+                if time.perf_counter() - offered > _YIELD_S:
+                    time.sleep(0)  # offer the interpreter back: a waiting turn goes first
+                    offered = time.perf_counter()
             if lines:
                 self._write(lines)
-            for _ in batch:
-                self._queue.task_done()
+            self._busy = False
+            if self._closed and not self._pending:
+                break
         self._close_fd()
 
     def _write(self, lines: list[bytes]) -> None:
@@ -218,7 +218,7 @@ class AuditLog:
         if self._thread is None:
             return True
         deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks:
+        while self._pending or self._busy:
             if time.monotonic() > deadline or not self._thread.is_alive():
                 return False
             time.sleep(0.002)
@@ -232,11 +232,8 @@ class AuditLog:
             thread = self._thread
         if thread is None:
             return
-        try:
-            self._queue.put(_Stop(), timeout=timeout)
-        except queue.Full:
-            return  # the thread is stuck on a disk; it is a daemon and will not hold the exit
-        thread.join(timeout)
+        self._wake.set()
+        thread.join(timeout)  # a thread stuck on a disk is a daemon: it does not hold the exit
 
     def __repr__(self) -> str:
         return f"<AuditLog {self.path.name} written={self.written} failed={self.failed}>"

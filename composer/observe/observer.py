@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from composer.manifest.models import Manifest
 from composer.observe.audit import AuditLog, open_audit_log, release_audit_log
-from composer.observe.record import AuditManifest, ProviderInfo, TurnSnapshot
+from composer.observe.record import AuditManifest, LineContext, ProviderInfo, snapshot
 from composer.registry import BranchLike, InstructionLike, ProviderReport
 
 if TYPE_CHECKING:
@@ -61,6 +61,13 @@ class TurnObserver:
         if runtime.audit is not None:
             config = runtime.audit
             self.keep_text = config.keep_text
+            self.lines = LineContext.of(
+                self.manifest,
+                self.providers,
+                self.names,
+                keep_text=config.keep_text,
+                redact=self.redact,
+            )
             count = self.metrics.audit_counter() if self.metrics is not None else None
             self.audit = open_audit_log(
                 config.path,
@@ -105,20 +112,7 @@ class TurnObserver:
 
     def _audit(self, started: float, report: ProviderReport, branch: Any, instruction: Any) -> None:
         assert self.audit is not None
-        self.audit.put(
-            TurnSnapshot(
-                started,
-                report,
-                getattr(branch, "id", None),
-                getattr(branch, "name", None),
-                getattr(branch, "system", None) if self.keep_text else None,
-                instruction,
-                self.manifest,
-                self.providers,
-                self.keep_text,
-                self.redact,
-            )
-        )
+        self.audit.put(snapshot(started, report, branch, instruction, self.lines))
 
     def _start_span(self, started: float) -> Any:
         if self.tracer is None:

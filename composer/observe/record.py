@@ -1,7 +1,7 @@
 """One turn as an audit line: the model written by the writer thread and read by ``composer audit``.
 
-A ``TurnSnapshot`` is what the turn's own path keeps (references only, no work); the writer
-thread turns it into an ``AuditLine`` (hashes, counts, masking) and one line of JSON. The same
+A ``Snapshot`` is what the turn's own path keeps (plain values, next to no work); the writer
+thread turns it into one line of JSON (hashes, counts, masking) in ``AuditLine``'s shape. The same
 model reads the line back, so a line that does not match it is reported, never guessed at.
 Text (the instruction, the system text, the blocks) is in a line only with ``keep_text``;
 otherwise each is named by its SHA-256. Every string passes through the manifest's ``redact``
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,10 +33,13 @@ __all__ = [
     "AuditManifest",
     "AuditProvider",
     "AuditText",
+    "LineContext",
     "ProviderInfo",
-    "TurnSnapshot",
+    "Snapshot",
+    "json_line",
     "read_lines",
     "sha256",
+    "snapshot",
 ]
 
 
@@ -95,7 +99,9 @@ class AuditFired(_Line):
 
 
 class AuditLine(_Line):
-    """One turn of the audit log (version 1)."""
+    """One turn of the audit log (version 1). The report's four ADR lists are not written:
+    ``blocks`` are the providers' blocks, and ``fired``, ``skipped`` and ``failed`` follow
+    from the outcome records exactly, as the registry derived them."""
 
     version: Literal[1] = 1
     time: str
@@ -108,12 +114,33 @@ class AuditLine(_Line):
     budget: int | None
     tokens_used: int
     providers: list[AuditProvider]
-    fired: list[AuditFired]
-    skipped: list[str]
-    failed: list[str]
 
     def provider(self, name: str) -> AuditProvider | None:
         return next((p for p in self.providers if p.name == name), None)
+
+    @property
+    def fired(self) -> list[AuditFired]:
+        """The report's ``fired`` (ADR-0008 D3): the admitted, in registration order."""
+        return [
+            AuditFired(provider_name=p.name, tokens=p.tokens or 0)
+            for p in self.providers
+            if p.outcome in ("fired", "cached")
+        ]
+
+    @property
+    def skipped(self) -> list[str]:
+        """The report's ``skipped``, as the registry built it (ADR-0008 D3): over their own
+        cap in registration order, then over the budget in admission order (priority, highest
+        first, ties in registration order)."""
+        capped = [p.name for p in self.providers if p.outcome == "over_max_tokens"]
+        over = [p for p in self.providers if p.outcome == "over_budget"]
+        over.sort(key=lambda p: -(p.priority or 0))  # stable: ties keep registration order
+        return capped + [p.name for p in over]
+
+    @property
+    def failed(self) -> list[str]:
+        """The report's ``failed``: providers that raised or timed out, in registration order."""
+        return [p.name for p in self.providers if p.outcome in ("failed", "timeout")]
 
 
 @dataclass(frozen=True)
@@ -127,95 +154,172 @@ class ProviderInfo:
     has_when: bool
 
 
-@dataclass(frozen=True, slots=True)
-class TurnSnapshot:
-    """What the turn's path hands to the writer: references, taken in a few hundred ns.
+@dataclass(frozen=True)
+class LineContext:
+    """What every line of one loaded manifest shares, made once: the manifest's part, each
+    registered provider's fixed part (from the manifest) and name as shown (masked)."""
 
-    ``report`` is treated as immutable once returned (the registry builds new lists per turn).
-    """
-
-    time: float
-    report: ProviderReport
-    branch_id: Any
-    branch_name: Any
-    system: Any
-    instruction: Any
-    manifest: AuditManifest
-    providers: Sequence[ProviderInfo | None]
+    manifest: dict[str, Any]
+    providers: list[dict[str, Any]]
+    shown: list[str]
     keep_text: bool
-    redact: Callable[[str], str] | None
+    redact: Callable[[str], str]
+    entries: dict[tuple[Any, ...], str] = field(default_factory=dict)
+    """A provider entry's JSON up to its duration, by what it depends on (the writer's own)."""
 
-    def line(self) -> AuditLine:
-        """The audit line of this turn: hashes, counts, texts only when kept, secrets masked."""
-        report = self.report
-        mask = self.redact or _same
-        keep = self.keep_text
-        view = instruction_view(self.instruction)
-        system = self.system if isinstance(self.system, str) else None
-        blocks = iter(report.blocks)
-        providers = []
-        for index, record in enumerate(report.outcomes):
-            info = self.providers[index] if index < len(self.providers) else None
-            block = None
-            if record.outcome in ("fired", "cached"):
-                text = next(blocks, "")
-                block = AuditBlock(
-                    sha256=sha256(text),
-                    tokens=record.tokens or 0,
-                    text=mask(text) if keep else None,
-                )
-            providers.append(
-                AuditProvider(
-                    name=mask(record.name),
-                    type=info.type if info else None,
-                    priority=info.priority if info else None,
-                    max_tokens=info.max_tokens if info else None,
-                    has_when=info.has_when if info else False,
-                    outcome=record.outcome,
-                    tokens=record.tokens,
-                    duration_ms=None
-                    if record.duration_ms is None
-                    else round(record.duration_ms, 3),
-                    error_type=record.error_type,
-                    error=None if record.error is None else mask(record.error),
-                    block=block,
-                )
-            )
-        guidance = render_guidance(view["guidance"]) if keep else None
-        return AuditLine(
-            time=_dt.datetime.fromtimestamp(self.time, _dt.UTC).isoformat(timespec="microseconds"),
-            turn_id=report.turn_id,
-            branch=AuditBranch(
-                id=mask(str(self.branch_id)),
-                name=None if self.branch_name is None else mask(str(self.branch_name)),
-            ),
-            manifest=self.manifest,
-            instruction=_text(view["text"], keep, mask),
-            system=None if system is None else _text(system, keep, mask),
-            guidance=mask(guidance) if guidance else None,
-            budget=report.budget,
-            tokens_used=report.tokens_used,
-            providers=providers,
-            fired=[
-                AuditFired(provider_name=mask(str(row["provider_name"])), tokens=int(row["tokens"]))
-                for row in report.fired
-            ],
-            skipped=[mask(name) for name in report.skipped],
-            failed=[mask(name) for name in report.failed],
+    def entry(self, key: tuple[Any, ...]) -> str:
+        """The JSON of one provider's entry, open at ``"duration_ms":`` (remembered)."""
+        index, name, outcome, tokens, error_type, error, text = key
+        block: dict[str, Any] | None = None
+        if text is not None:
+            block = {
+                "sha256": sha256(text),
+                "tokens": tokens or 0,
+                "text": self.redact(text) if self.keep_text else None,
+            }
+        entry: dict[str, Any] = {"name": name}
+        if index < len(self.providers):
+            entry.update(self.providers[index])
+        entry.update(
+            outcome=outcome, tokens=tokens, error_type=error_type, error=error, block=block
         )
+        encoded = _ENCODE(entry)[:-1] + ',"duration_ms":'
+        if len(self.entries) >= _ENTRIES_KEPT:
+            self.entries.clear()
+        self.entries[key] = encoded
+        return encoded
+
+    @classmethod
+    def of(
+        cls,
+        manifest: AuditManifest,
+        providers: Sequence[ProviderInfo],
+        shown: Sequence[str],
+        *,
+        keep_text: bool,
+        redact: Callable[[str], str],
+    ) -> LineContext:
+        fixed = [
+            {
+                "type": info.type,
+                "priority": info.priority,
+                "max_tokens": info.max_tokens,
+                "has_when": info.has_when,
+            }
+            for info in providers
+        ]
+        return cls(manifest.model_dump(), fixed, list(shown), keep_text, redact)
 
 
-def _same(text: str) -> str:
-    return text
+Snapshot = tuple[Any, ...]
+"""One turn as the writer receives it: ``(time, turn_id, budget, tokens_used, outcomes,
+blocks, branch_id, branch_name, system, instruction, guidance, extra_names, context)``."""
 
 
-def _text(text: str, keep: bool, mask: Callable[[str], str]) -> AuditText:
-    return AuditText(sha256=sha256(text), chars=len(text), text=mask(text) if keep else None)
+def snapshot(
+    started: float, report: ProviderReport, branch: Any, instruction: Any, context: LineContext
+) -> Snapshot:
+    """What the turn's path hands to the writer: plain strings, numbers and tuples of them.
+
+    Nothing the turn made is kept (the report, its lists, the instruction): a queued turn
+    that held them would keep them alive until the writer's next round, and objects that live
+    that long are moved to the collector's older generations, whose collections then cost the
+    turns far more than the audit line itself.
+    """
+    keep = context.keep_text
+    text = getattr(instruction, "text", None)
+    guidance = None
+    if keep or type(text) is not str:
+        view = instruction_view(instruction)
+        text, guidance = view["text"], view["guidance"] if keep else None
+    system = getattr(branch, "system", None) if keep else None
+    outcomes = report.outcomes
+    known = len(context.shown)
+    return (
+        started,
+        report.turn_id,
+        report.budget,
+        report.tokens_used,
+        tuple([(o[1], o[2], o[3], o[4], o[5]) for o in outcomes]),
+        tuple(report.blocks),
+        str(getattr(branch, "id", "")),
+        getattr(branch, "name", None),
+        system if isinstance(system, str) else None,
+        text,
+        guidance,
+        tuple([str.__str__(o[0]) for o in outcomes[known:]]),
+        context,
+    )
+
+
+def json_line(turn: Snapshot) -> bytes:
+    """The turn's line of JSON (ASCII, newline-terminated), in ``AuditLine``'s shape: hashes,
+    counts, texts only when kept (masked); names are the manifest's, masked once; error
+    messages were masked by the registry when it recorded them.
+
+    A provider's entry is the same from turn to turn but for its duration (a static block, a
+    repeated answer), so its JSON is remembered by what it depends on and only the duration
+    is written each time.
+    """
+    (when, turn_id, budget, tokens_used, outcomes, blocks, branch_id, branch_name, system,
+     text, guidance, extra, context) = turn  # fmt: skip
+    keep, mask = context.keep_text, context.redact
+    rendered = render_guidance(guidance) if keep else None
+    head = _ENCODE(
+        {
+            "version": 1,
+            "time": _dt.datetime.fromtimestamp(when, _dt.UTC).isoformat(),
+            "turn_id": turn_id,
+            "branch": {
+                "id": mask(branch_id),
+                "name": None if branch_name is None else mask(str(branch_name)),
+            },
+            "manifest": context.manifest,
+            "instruction": _text(text, keep, mask),
+            "system": None if system is None else _text(system, keep, mask),
+            "guidance": mask(rendered) if rendered else None,
+            "budget": budget,
+            "tokens_used": tokens_used,
+        }
+    )
+    texts = iter(blocks)
+    known = len(context.shown)
+    entries = []
+    for index, (outcome, tokens, ms, error_type, error) in enumerate(outcomes):
+        block = next(texts, "") if outcome == "fired" or outcome == "cached" else None
+        name = context.shown[index] if index < known else mask(extra[index - known])
+        key = (index, name, outcome, tokens, error_type, error, block)
+        entry = context.entries.get(key)
+        if entry is None:
+            entry = context.entry(key)
+        entries.append(f"{entry}{'null' if ms is None else f'{ms:.3f}'}}}")
+    return f'{head[:-1]},"providers":[{",".join(entries)}]}}\n'.encode()
+
+
+def _text(text: str, keep: bool, mask: Callable[[str], str]) -> dict[str, Any]:
+    return {"sha256": sha256(text), "chars": len(text), "text": mask(text) if keep else None}
+
+
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+_DIGESTS: dict[str, str] = {}
+_DIGESTS_KEPT = 4096
+_ENTRIES_KEPT = 4096
 
 
 def sha256(text: str) -> str:
-    """Hex SHA-256 of ``text`` as UTF-8 (lone surrogates kept, as a model API would refuse them)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """Hex SHA-256 of ``text`` as UTF-8 (lone surrogates kept, as a model API would refuse them).
+
+    Remembered for recent texts: a static block is the same string every turn, and a dict
+    lookup of a string is far cheaper than hashing it again.
+    """
+    digest = _DIGESTS.get(text)
+    if digest is None:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        if len(_DIGESTS) >= _DIGESTS_KEPT:
+            _DIGESTS.clear()
+        _DIGESTS[text] = digest
+    return digest
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, AuditLine | str]]:
