@@ -25,7 +25,7 @@ from composer.manifest.models import Manifest, redact
 from composer.manifest.overlay import merge_chain
 from composer.manifest.settings import VARIABLE_NAME, Variables, load_settings
 from composer.manifest.source import KeyPath, Origin, Secret, SourceStr, VariableUse
-from composer.manifest.validation_errors import did_you_mean, dotted, locate, translate
+from composer.manifest.validation_errors import did_you_mean, locate, translate
 from composer.manifest.yamlnodes import (
     MAX_BYTES,
     MAX_DEPTH,
@@ -139,6 +139,8 @@ class _Session:
         secrets are recorded once, when the value itself is built.
         """
         raw: str = node.value
+        if "$" not in raw:  # most strings: nothing to substitute
+            return raw, ()
         out: list[str] = []
         used: list[str] = []
         problems: list[ManifestError] = []
@@ -228,9 +230,10 @@ class _Session:
                 if used:
                     self.variables_of[id(node)] = used
                 kind = Secret if used else SourceStr
-                return kind(
-                    text, mark.file, mark.line, mark.column, mark.display, self.field_of(keys)
-                )
+                if keys[0] == "providers" and len(keys) > 1:
+                    label = self.labels.get(keys[:2], "")
+                    return kind(text, *mark[1:], mark.display, label, keys[2:])
+                return kind(text, *mark[1:], mark.display, "", keys)
             self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text)
             return node.value
         self.origins[keys] = Origin(mark.display, mark.line, mark.column)
@@ -241,14 +244,6 @@ class _Session:
             return {key: self.value(child, (*keys, key)) for key, (_, child) in node.items.items()}
         finally:
             self._ancestors.pop()
-
-    def field_of(self, keys: KeyPath) -> str:
-        """What the value at ``keys`` is, for messages: ``provider "runbooks": query``."""
-        if keys[:1] == ("providers",) and len(keys) > 1:
-            label = self.labels.get(keys[:2], f"provider #{keys[1]}")
-            rest = dotted(keys[2:])
-            return f"{label}: {rest}" if rest else label
-        return dotted(keys)
 
     def entry_value(self, entry: Node, keys: KeyPath) -> Any:
         """A provider entry's value; inside a disabled one an unset variable is no error."""

@@ -79,13 +79,15 @@ class StrictModel(BaseModel):
     def _secrets_stay_secret(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
         model = handler(data)
         if isinstance(data, Mapping) and isinstance(model, cls):
-            for name, field in cls.model_fields.items():
-                key = field.alias or name
-                if key in data:
-                    value = getattr(model, name)
-                    kept = _keep_secrets(data[key], value)
-                    if kept is not value:
-                        object.__setattr__(model, name, kept)  # frozen: set once, here
+            names = _field_names(cls)
+            for key, given in data.items():
+                name = names.get(key)
+                if name is None or not isinstance(given, str | Mapping | list):
+                    continue  # a number or a bool read from a file is what pydantic keeps
+                value = getattr(model, name)
+                kept = _keep_secrets(given, value)
+                if kept is not value:
+                    object.__setattr__(model, name, kept)  # frozen: set once, here
         return model
 
     @model_serializer(mode="wrap")
@@ -99,6 +101,12 @@ class StrictModel(BaseModel):
                 if key in data:
                     data[key] = _masked(getattr(self, name), data[key])
         return data
+
+
+@functools.cache
+def _field_names(model: type[BaseModel]) -> dict[str, str]:
+    """A model's fields by the key a manifest writes (the alias, else the name)."""
+    return {field.alias or name: name for name, field in model.model_fields.items()}
 
 
 def _keep_secrets(given: Any, validated: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "MASK",
@@ -41,28 +41,46 @@ class SourceStr(str):
     line: int
     column: int
     display: str  # the file as the user named it
-    field: str  # what the value is, e.g. 'provider "runbooks": query'
+    label: str  # whose value it is, e.g. 'provider "runbooks"' ("" at the top level)
+    keys: KeyPath  # where below that, e.g. ("request", "url")
 
     def __new__(
-        cls, value: str, path: Path, line: int, column: int, display: str = "", field: str = ""
+        cls,
+        value: str,
+        path: Path,
+        line: int,
+        column: int,
+        display: str = "",
+        label: str = "",
+        keys: KeyPath = (),
     ) -> SourceStr:
         obj = super().__new__(cls, value)
         obj.path = path
         obj.line = line
         obj.column = column
         obj.display = display or str(path)
-        obj.field = field
+        obj.label = label
+        obj.keys = keys
         return obj
 
     def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle: every attribute is an argument
-        args = (str.__str__(self), self.path, self.line, self.column, self.display, self.field)
-        return (type(self), args)
+        state = (self.path, self.line, self.column, self.display, self.label, self.keys)
+        return (type(self), (str.__str__(self), *state))
+
+    @property
+    def field(self) -> str:
+        """What the value is: ``provider "runbooks": request.url``, ``runtime.wrap``."""
+        dotted = ""
+        for key in self.keys:
+            dotted += f"[{key}]" if isinstance(key, int) else (f".{key}" if dotted else key)
+        return f"{self.label}: {dotted}" if self.label and dotted else self.label or dotted
 
     @property
     def where(self) -> str:
         """``field (file:line:col)``: how a run-time failure of this value names it."""
         location = f"{self.display}:{self.line}:{self.column}"
-        return f"{self.field} ({location})" if self.field else location
+        field = self.field
+        return f"{field} ({location})" if field else location
 
 
 class Secret(SourceStr):
@@ -111,13 +129,12 @@ class SourceFloat(float):
         return self.text
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """Where a manifest value was written: file, 1-based line and column, and its raw text.
 
     ``raw`` is the scalar as written before ``${VAR}`` interpolation (None for a mapping or a
     list); ``variables`` names the variables substituted into it. A value with variables is a
-    secret: show ``raw``, never the value.
+    secret: show ``raw``, never the value. (A tuple: one is made for every value of a file.)
     """
 
     path: str

@@ -10,6 +10,12 @@ nodes are turned into the small ``Scalar``/``Map``/``Seq`` trees here, so that
 * whatever PyYAML raises (bad bytes, control characters, syntax) leaves as a located
   ``ManifestError``; only a regular file is opened, so a FIFO or a device cannot hang a read.
 
+Where PyYAML was built with libyaml, its C parser and composer read the file (about ten times
+faster than the pure-Python ones, which take most of a load otherwise), but only for text the
+pure-Python reader would read the same way: a character it refuses, an alias, nesting near
+``MAX_DEPTH`` or any error sends the text to the pure-Python reader, so every located error
+and every tree is the same with or without libyaml (a test compares the two).
+
 It exists apart from ``loader.py`` because none of this knows what a manifest means: overlays
 (``overlay.py``) and validation (``loader.py``) work on the trees it returns. The two text
 helpers every reader of these files needs live here too: ``read_regular_file`` (settings
@@ -19,12 +25,13 @@ print on a terminal.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 import yaml.composer
@@ -32,14 +39,28 @@ import yaml.parser
 import yaml.reader
 import yaml.resolver
 import yaml.scanner
-from yaml.events import AliasEvent
+from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.nodes import Node as YAMLNode
 
 from composer.errors import ManifestError
 from composer.manifest.source import SourceFloat, SourceInt
 
+_libyaml: Any
+try:  # PyYAML's binding of libyaml, when it was built with it
+    _libyaml = importlib.import_module("yaml._yaml")
+except ImportError:  # pragma: no cover - the pure-Python reader does everything then
+    _libyaml = None
+
+LIBYAML = _libyaml is not None
+"""Whether manifests are read with libyaml (PyYAML was built with it)."""
+
+# libyaml 0.2.6 refuses nesting past 1000 levels itself, so its composer cannot exhaust the C
+# stack: then text without an anchor (no "&", so no alias can resolve) needs no event pass.
+_NESTING_BOUNDED = LIBYAML and _libyaml.get_version() >= (0, 2, 6)
+
 __all__ = [
+    "LIBYAML",
     "MAX_BYTES",
     "MAX_DEPTH",
     "Map",
@@ -83,9 +104,8 @@ _NAN = re.compile(r"\.(nan|NaN|NAN)")
 # --------------------------------------------------------------------------- located trees
 
 
-@dataclass(frozen=True)
-class Mark:
-    """Where a node starts."""
+class Mark(NamedTuple):
+    """Where a node starts (a tuple: one is made for every node and key of a file)."""
 
     display: str  # the path as the user wrote it (errors show this)
     file: Path  # absolute (relative paths in values resolve against its folder)
@@ -96,7 +116,7 @@ class Mark:
         return ManifestError(self.display, self.line, self.column, message)
 
 
-@dataclass
+@dataclass(slots=True)
 class Scalar:
     mark: Mark
     value: Any  # the raw text for a string (interpolated later), else the typed value
@@ -104,13 +124,13 @@ class Scalar:
     is_str: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class Map:
     mark: Mark
     items: dict[str, tuple[Mark, Node]] = field(default_factory=dict)  # key -> (key's mark, value)
 
 
-@dataclass
+@dataclass(slots=True)
 class Seq:
     mark: Mark
     items: list[Node] = field(default_factory=list)
@@ -187,11 +207,13 @@ def read_regular_file(file: Path, limit: int) -> bytes:
 # --------------------------------------------------------------------------- reading YAML
 
 
-def read_yaml(display: str, file: Path) -> tuple[Node, list[ManifestError]]:
+def read_yaml(
+    display: str, file: Path, *, libyaml: bool = True
+) -> tuple[Node, list[ManifestError]]:
     """``file`` as a located tree, with the mistakes that did not stop reading.
 
     Fatal problems (not a regular file, unreadable, too large, not UTF-8, bad syntax, empty)
-    raise.
+    raise. ``libyaml=False`` reads with the pure-Python reader only (the result is the same).
     """
     try:
         data = read_regular_file(file, MAX_BYTES)
@@ -202,6 +224,12 @@ def read_yaml(display: str, file: Path) -> tuple[Node, list[ManifestError]]:
     if len(data) > MAX_BYTES:
         raise ManifestError(display, 1, 1, f"manifest is larger than {MAX_BYTES} bytes")
     text = _decode(data, display)
+    fast = _compose_with_libyaml(text) if libyaml else _UNSURE
+    if fast is not _UNSURE and fast is not None:
+        builder = _Builder(display, file)
+        tree = builder.build(fast)
+        if not builder.unsure:
+            return tree, builder.errors
     node = _compose(text, display, file)
     if node is None:
         raise ManifestError(display, 1, 1, "empty manifest; expected a mapping with version: 1")
@@ -249,6 +277,67 @@ class _Composer(
             return node
         finally:
             self._depth -= 1
+
+
+class _CComposer(_libyaml.CParser if LIBYAML else object, yaml.resolver.BaseResolver):  # type: ignore[misc]
+    """libyaml's parser and composer; untagged nodes left for the YAML 1.2 core rules."""
+
+    def __init__(self, text: str) -> None:
+        _libyaml.CParser.__init__(self, text)
+        yaml.resolver.BaseResolver.__init__(self)
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        return _IMPLICIT
+
+
+_DIFFERS = re.compile(r"[\t\ufeff]")
+"""Text where libyaml and PyYAML's pure-Python reader are known to disagree (libyaml reads a
+tab in a plain scalar, or a byte-order mark inside the text, where PyYAML refuses or reads
+otherwise): the pure-Python reader decides. So it does for a "?" when the text has flow
+collections (PyYAML refuses it inside a plain scalar there)."""
+
+_BLOCK_HEADER_COMMENT = re.compile(r"[|>][-+0-9]*#|\?(?:\s|$)")
+"""A block scalar header touching a comment (``|#``), which PyYAML refuses and libyaml does
+not; an explicit key (``? key``), whose empty value the two readers place differently."""
+
+_UNSURE: Any = object()
+"""What ``_compose_with_libyaml`` returns when the pure-Python reader must read the text."""
+
+
+def _compose_with_libyaml(text: str) -> Any:
+    """The root node as libyaml composes it (None when empty), or ``_UNSURE`` for text the
+    pure-Python reader might read or word differently: a character it refuses, an alias,
+    nesting within a level of ``MAX_DEPTH`` (the builder says so when events were not read),
+    or anything libyaml raises. Events are read first, without building nodes, unless
+    libyaml bounds nesting itself and the text defines no anchor."""
+    if not LIBYAML or _DIFFERS.search(text) or yaml.reader.Reader.NON_PRINTABLE.search(text):
+        return _UNSURE
+    if ("?" in text and ("{" in text or "[" in text)) or _BLOCK_HEADER_COMMENT.search(text):
+        return _UNSURE
+    try:
+        if not _NESTING_BOUNDED or "&" in text:
+            events = _libyaml.CParser(text)
+            try:
+                depth = 0
+                while events.check_event():
+                    event = events.get_event()
+                    if isinstance(event, CollectionStartEvent):
+                        depth += 1
+                        if depth >= MAX_DEPTH:
+                            return _UNSURE
+                    elif isinstance(event, CollectionEndEvent):
+                        depth -= 1
+                    elif isinstance(event, AliasEvent):
+                        return _UNSURE
+            finally:
+                events.dispose()
+        composer = _CComposer(text)
+        try:
+            return composer.get_single_node()
+        finally:
+            composer.dispose()
+    except Exception:  # the pure-Python reader says what is wrong, in its own words
+        return _UNSURE
 
 
 def _mark(display: str, file: Path, mark: Any) -> Mark:
@@ -318,11 +407,26 @@ class _Builder:
         self.display = display
         self.file = file
         self.errors: list[ManifestError] = []
-
-    def mark(self, node: YAMLNode) -> Mark:
-        return _mark(self.display, self.file, node.start_mark)
+        self.depth = 0
+        # Nested within a level of MAX_DEPTH (the tree is not built then), or an empty value
+        # in a flow collection (``{a: , b: 1}``, whose place the two readers give differently).
+        self.unsure = False
 
     def build(self, node: YAMLNode) -> Node:
+        self.depth += 1
+        try:
+            if self.depth >= MAX_DEPTH:
+                self.unsure = True  # the pure-Python reader words this one
+                return Scalar(self.mark(node), None, "", is_str=False)
+            return self._build(node)
+        finally:
+            self.depth -= 1
+
+    def mark(self, node: YAMLNode) -> Mark:
+        start = node.start_mark
+        return Mark(self.display, self.file, start.line + 1, start.column + 1)
+
+    def _build(self, node: YAMLNode) -> Node:
         if node.tag not in _ALLOWED_TAGS.get(type(node), ()):
             self.errors.append(
                 self.mark(node).error(f"YAML tag {node.tag!r} is not supported (only !!str is)")
@@ -337,6 +441,8 @@ class _Builder:
 
     def mapping(self, node: MappingNode) -> Map:
         result = Map(self.mark(node))
+        if node.flow_style and any(_empty(k) or _empty(v) for k, v in node.value):
+            self.unsure = True
         for key_node, value_node in node.value:
             key_mark = self.mark(key_node)
             if not isinstance(key_node, ScalarNode):
@@ -357,7 +463,8 @@ class _Builder:
     def scalar(self, node: ScalarNode) -> Scalar:
         text: str = node.value
         mark = self.mark(node)
-        if node.style is None and node.tag == _IMPLICIT:  # plain and untagged: typed
+        # plain and untagged: typed (libyaml calls the plain style "", PyYAML None)
+        if not node.style and node.tag == _IMPLICIT:
             try:
                 value = core_value(text)
             except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
@@ -368,8 +475,19 @@ class _Builder:
         return Scalar(mark, text, text, is_str=True)
 
 
+_TYPED_START = frozenset("0123456789+-.~nNtTfF")
+"""How every typed plain scalar starts; any other text is a string without a regex."""
+
+
+def _empty(node: YAMLNode) -> bool:
+    """An empty plain scalar (a key or value left out)."""
+    return isinstance(node, ScalarNode) and not node.value and not node.style
+
+
 def core_value(text: str) -> Any:
     """A plain scalar typed by the YAML 1.2 core schema; ``text`` itself when it is a string."""
+    if text and text[0] not in _TYPED_START:
+        return text
     if _NULL.fullmatch(text):
         return None
     if _TRUE.fullmatch(text):

@@ -323,14 +323,15 @@ def template_check_exact(
     """A validator compiling the value with exactly ``names`` as its variables: for templates
     that render outside a turn's context (a block's ``wrap`` sees provider, text and nonce).
     Only the names given ``shapes`` have their attributes checked."""
-    known = {name: shape for name, shape in (shapes or {}).items() if name in names}
+    known = _frozen({name: shape for name, shape in (shapes or {}).items() if name in names})
 
     def check(value: str) -> str:
+        source = str.__str__(value)  # compiled once per text, wherever it was written
         try:
             if expression:
-                compile_expression(value, names, shapes=known)
+                _compiled_expression(source, names, known)
             else:
-                compile_template(value, names, url=url, shapes=known)
+                _compiled_template(source, names, url, known)
         except TemplateError as e:
             raise ValueError(str(e)) from e
         return value

@@ -34,10 +34,14 @@ _GUARDS = frozenset({"defined", "undefined"})
 _DEFAULT_FILTERS = frozenset({"default", "d"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TemplateShape:
     """What a template variable holds: anything, a mapping of known keys (``record``), a
-    mapping of any keys, a list of one shape, or a value of given Python types."""
+    mapping of any keys, a list of one shape, or a value of given Python types.
+
+    Compared and hashed by identity: compiled templates are cached by their arguments, shapes
+    among them, and a structural hash would walk every shape on every lookup.
+    """
 
     kind: str  # "any", "record", "mapping", "list", "value"
     fields: tuple[tuple[str, TemplateShape], ...] = ()
