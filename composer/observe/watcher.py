@@ -105,6 +105,7 @@ class ManifestWatcher:
         self._lock: asyncio.Lock | None = None
         self._stop: asyncio.Event | None = None
         self._watching: asyncio.Task[None] | None = None
+        self._how: str | None = None
         self.reloads = 0
         """New manifests published after the first."""
         self.failures = 0
@@ -129,10 +130,9 @@ class ManifestWatcher:
 
     @property
     def watching(self) -> str | None:
-        """How changes are noticed once started: ``events`` or ``poll``."""
-        if self._watching is None:
-            return None
-        return "events" if self._uses_events() else "poll"
+        """How changes are noticed now: ``events``, ``poll`` (also when events failed), or
+        None (not started, or closed)."""
+        return self._how if self._watching is not None else None
 
     def _loaded(self) -> _Loaded:
         if self._current is None:
@@ -168,6 +168,7 @@ class ManifestWatcher:
         await self._warm(manifest)
         self._accept(manifest, inputs, before)
         self._publish(manifest)
+        self._how = "events" if self._uses_events() else "poll"
         self._watching = asyncio.create_task(self._watch(), name="composer-manifest-watcher")
         return manifest
 
@@ -370,6 +371,7 @@ class ManifestWatcher:
 
     async def _watch_polling(self) -> None:
         assert self._stop is not None
+        self._how = "poll"
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self._poll_s)
