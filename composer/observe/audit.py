@@ -17,6 +17,7 @@ it (``open_audit_log`` counts its users), so a reload never puts two writers on 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import logging
@@ -251,6 +252,8 @@ def open_audit_log(path: Path, make: Callable[[Path], AuditLog]) -> AuditLog:
         log, users = _OPEN.get(key, (None, 0))
         if log is None:
             log = make(key)
+            atexit.unregister(_close_all)  # registered once, however many logs
+            atexit.register(_close_all)
         _OPEN[key] = (log, users + 1)
         return log
 
@@ -266,3 +269,13 @@ def release_audit_log(log: AuditLog) -> None:
             return
         del _OPEN[log.path]
     log.close()
+
+
+def _close_all() -> None:
+    """At exit, write what is queued in every log still open (its thread is a daemon, which
+    the interpreter would otherwise stop mid-queue)."""
+    with _OPEN_LOCK:
+        logs = [log for log, _ in _OPEN.values()]
+        _OPEN.clear()
+    for log in logs:
+        log.close()

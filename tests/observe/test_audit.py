@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -326,3 +328,23 @@ def test_a_closed_log_drops_and_counts(tmp_path: Path) -> None:
 
 class Unwritable:
     """Not a snapshot: a closed log must not try to write it."""
+
+
+def test_lines_queued_at_exit_are_written(tmp_path: Path) -> None:
+    """A process that ends without closing its manifest still writes every turn's line."""
+    path = manifest_at(tmp_path).path
+    code = f"""
+import asyncio, composer
+async def main():
+    m = composer.load_manifest({str(path)!r})
+    b = composer.Branch("sys\\n")
+    composer.attach(b, m)
+    for i in range(5):
+        await composer.prepare_turn(b, f"deploy {{i}}")
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(lines_of(tmp_path / "turns.jsonl")) == 5
