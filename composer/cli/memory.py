@@ -10,7 +10,6 @@ adds nothing; after an import every item read must be found in the target, else 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable
@@ -97,6 +96,8 @@ def run_memory(args: argparse.Namespace, output: Output) -> int:
                 await store.aclose()
 
     try:
+        import asyncio  # here: --help and --version do not pay for it
+
         return asyncio.run(run())
     except ValueError as e:
         output.error(f"composer memory: {e}")
