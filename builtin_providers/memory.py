@@ -46,6 +46,7 @@ from composer.plugin import (
     ProviderConfig,
     ProviderError,
     ProviderType,
+    StoreError,
     StrictModel,
     Template,
     TemplateShape,
@@ -485,12 +486,75 @@ class WritebackMemoryProvider(MemoryProvider):
             **settings.metadata,
         }
         turn = _turn_of(branch)
-        contents = [_content(response) for response in action_responses if response is not None]
-        ids = [writeback_id(branch_id, turn, content) for content in contents]
+        contents: list[Any] = []
+        ids: list[str] = []
+        bad: list[str] = []  # what could not be stored, by position and error type only
+        for position, response in enumerate(action_responses, 1):
+            if response is None:
+                continue
+            try:
+                content = _content(response)
+                ids.append(writeback_id(branch_id, turn, content))
+                contents.append(content)
+            except Exception as e:  # one odd response must not cost the others
+                bad.append(f"response {position} ({type(e).__name__})")
         if _is_lionagi(store):
-            make = _lionagi_memory().MemoryItem
-            stored = 0
-            for content, item_id in zip(contents, ids, strict=True):
+            stored = await self._store_lionagi(store, contents, ids, settings, metadata, bad)
+        else:
+            namespace = self.namespace(self.context(branch, ""))
+            expires = None if settings.ttl_s is None else time.time() + settings.ttl_s
+            items = [
+                MemoryItem(
+                    content, list(settings.tags), dict(metadata), item_id, namespace, expires
+                )
+                for content, item_id in zip(contents, ids, strict=True)
+            ]
+            stored = await self._store_items(store, items, settings.max_items, bad)
+        if bad:  # the good ones are stored; the registry contains and logs this (ADR D7)
+            raise StoreError(
+                f"memory {self.name!r}: stored {stored} new of {len(contents)} action "
+                f"responses; not stored: {', '.join(bad)}"
+            )
+        return stored
+
+    async def _store_items(
+        self, store: Any, items: list[MemoryItem], cap: int | None, bad: list[str]
+    ) -> int:
+        """One idempotent batch; if the batch fails, item by item, so one bad item costs
+        only itself."""
+        if isinstance(store, ItemStore):  # composer's own
+            try:
+                return await store.add(items, written_back=True, cap=cap)
+            except Exception:
+                stored = 0
+                for item in items:
+                    try:
+                        stored += await store.add([item], written_back=True, cap=cap)
+                    except Exception as e:
+                        bad.append(f"item {item.id} ({type(e).__name__})")
+                return stored
+        stored = 0
+        for item in items:  # a store of the LionAGI shape only
+            try:
+                await store.store(item)
+                stored += 1
+            except Exception as e:
+                bad.append(f"item {item.id} ({type(e).__name__})")
+        return stored
+
+    async def _store_lionagi(
+        self,
+        store: Any,
+        contents: list[Any],
+        ids: list[str],
+        settings: WritebackConfig,
+        metadata: dict[str, Any],
+        bad: list[str],
+    ) -> int:
+        make = _lionagi_memory().MemoryItem
+        stored = 0
+        for content, item_id in zip(contents, ids, strict=True):
+            try:
                 if await store.retrieve(uuid.UUID(item_id)) is None:
                     item = make(
                         content=content,
@@ -500,18 +564,9 @@ class WritebackMemoryProvider(MemoryProvider):
                     )
                     await store.store(item)
                     stored += 1
-            return stored
-        namespace = self.namespace(self.context(branch, ""))
-        expires = None if settings.ttl_s is None else time.time() + settings.ttl_s
-        items = [
-            MemoryItem(content, list(settings.tags), dict(metadata), item_id, namespace, expires)
-            for content, item_id in zip(contents, ids, strict=True)
-        ]
-        if isinstance(store, ItemStore):  # composer's own: one idempotent batch
-            return await store.add(items, written_back=True, cap=settings.max_items)
-        for item in items:  # a store of the LionAGI shape only
-            await store.store(item)
-        return len(items)
+            except Exception as e:
+                bad.append(f"item {item_id} ({type(e).__name__})")
+        return stored
 
 
 def _store(source: Source, context: BuildContext) -> ItemStore | None:

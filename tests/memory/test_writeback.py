@@ -170,3 +170,34 @@ def test_the_provider_repr_never_shows_the_dsn() -> None:
     _, provider = provider_for(source={"postgres": {"dsn": dsn}}, writeback=True)
     assert "hunter2" not in repr(provider)
     assert "db.internal:5432/memory" in repr(provider)
+
+
+class Unreadable:
+    """An action response whose dump fails: the one bad item of its batch."""
+
+    def model_dump(self, **options: Any) -> Any:
+        raise RuntimeError("cannot dump")
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_one_bad_item_costs_only_itself(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every good item of a batch is stored; the bad one is a contained, named failure."""
+    manifest, provider = provider_for(
+        source=source_of(kind, tmp_path, request), writeback={"tags": ["tool"]}
+    )
+    branch = Branch("system\n")
+    try:
+        with pytest.raises(ProviderError, match=r"stored 2 new of 2 .*response 2 \(RuntimeError\)"):
+            await provider.writeback(branch, ["first", Unreadable(), "third"])
+        items = await store_of(provider).search(MemoryQuery(tags=["tool"], limit=10))
+        assert [item.content for item in items] == ["first", "third"]
+        # through the registry, as after a real tool call: contained and logged (ADR D7)
+        registry = build_registry(manifest)
+        await registry.gather_writeback(branch, ["fourth", Unreadable()])
+        assert "writeback raised" in caplog.text
+        items = await store_of(provider).search(MemoryQuery(tags=["tool"], limit=10))
+        assert [item.content for item in items] == ["first", "third", "fourth"]
+    finally:
+        await manifest.aclose()
