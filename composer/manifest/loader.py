@@ -12,6 +12,7 @@ whatever PyYAML or a plugin raises, leaves as one ``ManifestError`` listing ever
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from composer.catalog import ProviderTypes
 from composer.errors import ManifestError, PluginError, SettingsError
-from composer.manifest.models import Manifest, redact
+from composer.manifest.models import Manifest, field_names_by_key, redact
 from composer.manifest.overlay import merge_chain
 from composer.manifest.settings import VARIABLE_NAME, Variables, load_settings
 from composer.manifest.source import KeyPath, Origin, Secret, SourceStr, VariableUse
@@ -132,15 +133,21 @@ class _Session:
 
     # -- variables
 
-    def interpolate(self, node: Scalar, *, record: bool = True) -> tuple[str, tuple[str, ...]]:
-        """``${VAR}``, ``${VAR:-default}`` and ``$${`` in a string; values found are secrets.
+    def interpolate(
+        self, node: Scalar, *, record: bool = True
+    ) -> tuple[str, tuple[str, ...], bool]:
+        """``${VAR}``, ``${VAR:-default}`` and ``$${`` in a string: the text, the variables
+        substituted, and whether a secret went in.
 
-        ``record=False`` only peeks (a provider's name, to address its origins): problems and
-        secrets are recorded once, when the value itself is built.
+        A value from a variable is a secret, except a URL's origin: a variable at the start of
+        the string whose value is exactly ``scheme://host[:port]`` (no user or password), which
+        a failure must be able to name. ``record=False`` only peeks (a provider's name, to
+        address its origins): problems and secrets are recorded once, when the value itself is
+        built.
         """
         raw: str = node.value
         if "$" not in raw:  # most strings: nothing to substitute
-            return raw, ()
+            return raw, (), False
         out: list[str] = []
         used: list[str] = []
         problems: list[ManifestError] = []
@@ -207,14 +214,15 @@ class _Session:
                 continue
             out.append(value)
             used.append(name)
-            found.append(value)
+            if j > 0 or not _URL_ORIGIN.fullmatch(value) or raw[i : i + 1] not in _AFTER_ORIGIN:
+                found.append(value)
         out.append(raw[i:])
         if record:
             if problems or unknown:
                 self.unresolved.add(id(node))
             self.errors.extend(problems)
             self.secrets.update(value for value in found if value)
-        return "".join(out), tuple(used)
+        return "".join(out), tuple(used), bool(found)
 
     # -- from trees to Python values
 
@@ -223,13 +231,13 @@ class _Session:
         mark = node.mark
         if isinstance(node, Scalar):
             if node.is_str:
-                text, used = self.interpolate(node)
+                text, used, secret = self.interpolate(node)
                 if not self.read_variables and id(node) in self.unresolved:
                     self.uncertain.update(self._ancestors)
                 self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text, used)
-                if used:
+                if secret:
                     self.variables_of[id(node)] = used
-                kind = Secret if used else SourceStr
+                kind = Secret if secret else SourceStr
                 if keys[0] == "providers" and len(keys) > 1:
                     label = self.labels.get(keys[:2], "")
                     return kind(text, *mark[1:], mark.display, label, keys[2:])
@@ -264,7 +272,7 @@ class _Session:
             key: str | int = i
             label = f"provider #{i + 1}"
             if name is not None and name.is_str and name.value:
-                key, used = self.interpolate(name, record=False)
+                key, used, _ = self.interpolate(name, record=False)
                 label = f'provider "{name.value if used else key}"'  # a secret name shows raw
                 first = names.setdefault(key, name)
                 if first is not name and first.value != name.value:  # equal raw: reported per file
@@ -310,8 +318,9 @@ class _Session:
         that value and the checks over the mappings holding it are not reported.
         """
         for _ in range(len(_PLACEHOLDERS) + 1):
+            data = make()
             try:
-                return model.model_validate(make())
+                validated = model.model_validate(data)
             except ValidationError as e:
                 errors = self.located(e, tree, model, label)
                 if errors or self.read_variables:
@@ -319,6 +328,10 @@ class _Session:
                     return None
                 if not self.choose_placeholders(e, tree):
                     break
+            else:
+                quoted = self.quoted_numbers(data, validated, tree, label)
+                self.errors.extend(quoted)
+                return None if quoted else validated
         self.errors.append(
             tree.mark.error(
                 f"{label + ': ' if label else ''}cannot be checked without the values of its "
@@ -326,6 +339,39 @@ class _Session:
             )
         )
         return None
+
+    def quoted_numbers(
+        self, given: Any, validated: Any, tree: Node, label: str, keys: KeyPath = ()
+    ) -> list[ManifestError]:
+        """A quoted string (``budget: "2500"``) that validation read as a number or a boolean:
+        an error, as the JSON Schema says, though pydantic converts it. A value written with a
+        variable is text by nature and may be a number."""
+        errors: list[ManifestError] = []
+        if isinstance(given, Mapping) and isinstance(validated, BaseModel):
+            names = field_names_by_key(type(validated))
+            for key, item in given.items():
+                if key in names:
+                    inner = getattr(validated, names[key])
+                    errors += self.quoted_numbers(item, inner, tree, label, (*keys, key))
+        elif isinstance(given, Mapping) and isinstance(validated, Mapping):
+            for key, item in given.items():
+                if key in validated:
+                    errors += self.quoted_numbers(item, validated[key], tree, label, (*keys, key))
+        elif isinstance(given, list) and isinstance(validated, list | tuple):
+            for index, (item, inner) in enumerate(zip(given, validated, strict=False)):
+                errors += self.quoted_numbers(item, inner, tree, label, (*keys, index))
+        elif isinstance(given, str) and isinstance(validated, bool | int | float):
+            node = locate(tree, keys, key_of_last=False)[2]
+            if (
+                isinstance(node, Scalar)
+                and "${" not in node.value
+                and id(node) not in self.unresolved
+            ):
+                kind = "true or false" if isinstance(validated, bool) else "a number"
+                where = ".".join(str(k) for k in keys)
+                message = f"{where}: must be {kind}, not a quoted string (remove the quotes)"
+                errors.append(node.mark.error(f"{label}: {message}" if label else message))
+        return errors
 
     def choose_placeholders(self, error: ValidationError, tree: Node) -> bool:
         """Give each unset value that failed the next placeholder; whether any changed."""
@@ -402,6 +448,10 @@ class _Session:
         message = printable(redact(error.message, self.secrets))
         return ManifestError(error.path, error.line, error.column, message)
 
+
+_URL_ORIGIN = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@]+")
+"""``scheme://host[:port]``, without a user or password: what a URL's variable may show."""
+_AFTER_ORIGIN = ("", "/", "?", "#")
 
 _PLACEHOLDERS = ("https://placeholder.invalid", "0", "false")
 """What an unset variable stands for, in turn, when no value is read: a URL origin, a
@@ -511,7 +561,7 @@ def load_manifest(
         elif variables is not None:
             lookup = Variables(variables)
         else:
-            lookup = settings.variables(environ)
+            lookup = settings.variables(environ, folder=Path(os.path.dirname(display) or "."))
         session = _Session(lookup, types, read_variables=interpolate)
         manifest = _load(session, display, file)
     except (ManifestError, SettingsError):  # a secret file that cannot be read is a setting

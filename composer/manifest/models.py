@@ -51,6 +51,7 @@ __all__ = [
     "ReportConfig",
     "RuntimeConfig",
     "StrictModel",
+    "field_names_by_key",
     "manifest_model",
     "redact",
 ]
@@ -79,7 +80,7 @@ class StrictModel(BaseModel):
     def _secrets_stay_secret(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
         model = handler(data)
         if isinstance(data, Mapping) and isinstance(model, cls):
-            names = _field_names(cls)
+            names = field_names_by_key(cls)
             for key, given in data.items():
                 name = names.get(key)
                 if name is None or not isinstance(given, str | Mapping | list):
@@ -104,7 +105,7 @@ class StrictModel(BaseModel):
 
 
 @functools.cache
-def _field_names(model: type[BaseModel]) -> dict[str, str]:
+def field_names_by_key(model: type[BaseModel]) -> dict[str, str]:
     """A model's fields by the key a manifest writes (the alias, else the name)."""
     return {field.alias or name: name for name, field in model.model_fields.items()}
 

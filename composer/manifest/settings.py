@@ -167,7 +167,8 @@ class ComposerSettings(BaseSettings):
     env: str | None = None
     """The environment whose ``<env>.yaml`` is chosen when ``manifest`` is a directory."""
     env_file: Path | None = Path(".env")
-    """A dotenv file (relative to the working directory); missing is fine."""
+    """A dotenv file; missing is fine. ``COMPOSER_*`` settings are read from ``.env`` in the
+    working directory; ``${VAR}`` from ``.env`` beside the manifest, unless this is set."""
     secrets_dir: Path | None = None
     """A directory holding one file per secret variable (e.g. ``/run/secrets``)."""
 
@@ -187,9 +188,18 @@ class ComposerSettings(BaseSettings):
         file_secret_settings = _SecretsSource(settings_cls, secrets_dir=bound.secrets_dir)
         return init_settings, env_settings, dotenv_settings, file_secret_settings
 
-    def variables(self, environ: Mapping[str, str] | None = None) -> Variables:
-        """The lookup for ``${VAR}``: ``environ`` (default os.environ), ``.env``, secrets dir."""
-        dotenv = {k: v for k, v in read_dotenv(self.env_file).items() if v is not None}
+    def variables(
+        self, environ: Mapping[str, str] | None = None, *, folder: Path | None = None
+    ) -> Variables:
+        """The lookup for ``${VAR}``: ``environ`` (default os.environ), ``.env``, secrets dir.
+
+        The ``.env`` file is ``folder``'s (the manifest's) unless ``COMPOSER_ENV_FILE`` names
+        one, so a manifest reads the same variables from whatever directory it is run.
+        """
+        env_file = self.env_file
+        if folder is not None and "env_file" not in self.model_fields_set:
+            env_file = folder / ".env"
+        dotenv = {k: v for k, v in read_dotenv(env_file).items() if v is not None}
         return Variables(
             os.environ if environ is None else environ,
             dotenv,

@@ -46,10 +46,20 @@ def translate(
     """
     results: list[ManifestError] = []
     seen: set[tuple[int, int, str]] = set()
-    for item in error.errors(include_url=False, include_input=False):
+    items = error.errors(include_url=False, include_input=False)
+    # A value one member of a union refused for what it says (a template's syntax) is not
+    # also "must be a list" because another member wants a list.
+    said = {
+        id(locate(tree, item["loc"], key_of_last=False)[2])
+        for item in items
+        if item["type"] not in _WORDS and item["type"] not in ("missing", "extra_forbidden")
+    }
+    for item in items:
         loc = item["loc"]
         kind = item["type"]
         mark, path, node = locate(tree, loc, key_of_last=kind == "extra_forbidden")
+        if kind in _WORDS and id(node) in said:
+            continue
         if id(node) in unresolved:
             continue
         if id(node) in uncertain and kind in ("value_error", "assertion_error"):

@@ -451,6 +451,9 @@ class _Builder:
                 )
                 continue
             key = key_node.value
+            if key == "<<" and not key_node.style:
+                self.merge_key(result, key_mark, value_node)
+                continue
             if key in result.items:
                 first = result.items[key][0]
                 self.errors.append(
@@ -459,6 +462,19 @@ class _Builder:
                 continue
             result.items[key] = (key_mark, self.build(value_node))
         return result
+
+    def merge_key(self, result: Map, key_mark: Mark, value_node: YAMLNode) -> None:
+        """``<<:`` is one error; the keys it would merge count as written, so that a key
+        given only there is not reported missing as well."""
+        self.errors.append(
+            key_mark.error(
+                "merge keys (<<) are not supported in a manifest; write the keys out, or "
+                "share settings with extends"
+            )
+        )
+        if isinstance(value_node, MappingNode):
+            for key, item in self.mapping(value_node).items.items():
+                result.items.setdefault(key, item)
 
     def scalar(self, node: ScalarNode) -> Scalar:
         text: str = node.value

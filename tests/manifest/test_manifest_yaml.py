@@ -147,9 +147,30 @@ def test_anchors_without_aliases_are_harmless(
     assert config.label == "hello"
 
 
-def test_a_merge_key_is_an_unknown_key_not_a_merge(
+def test_a_merge_key_is_one_error_not_a_merge(
     write: Callable[..., Path], types: ProviderTypes
 ) -> None:
-    write("m.yaml", "version: 1\n<<: {budget: 3}\n")
-    with pytest.raises(ManifestError, match=r'^m\.yaml:2:1: unknown key "<<"'):
+    """One error at the ``<<``; a key given only inside it is not reported missing too."""
+    write("m.yaml", "version: 1\nproviders:\n  - <<: {name: a}\n    type: static\n    text: hi\n")
+    with pytest.raises(ManifestError) as caught:
         load_manifest("m.yaml", environ={}, types=types)
+    assert str(caught.value) == (
+        "m.yaml:3:5: merge keys (<<) are not supported in a manifest; write the keys out, "
+        "or share settings with extends"
+    )
+
+
+def test_a_template_error_in_a_union_field_is_said_once(write: Callable[..., Path]) -> None:
+    """``params`` values are a template or a list of them: a syntax error is not also
+    "must be a list"."""
+    write(
+        "m.yaml",
+        "version: 1\nproviders:\n  - name: s\n    type: http\n"
+        '    request: {url: "http://x.com", params: {q: "{{ instruction.text "}}\n',
+    )
+    with pytest.raises(ManifestError) as caught:
+        load_manifest("m.yaml", environ={})  # the installed types: http among them
+    assert [e.message for e in caught.value.errors] == [
+        'provider "s": request.params.q: template syntax error: unexpected end of template, '
+        "expected 'end of print statement'."
+    ]
