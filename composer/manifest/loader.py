@@ -373,6 +373,15 @@ class _Session:
                 errors.append(node.mark.error(f"{label}: {message}" if label else message))
         return errors
 
+    def renamed(self, keys: KeyPath) -> str:
+        """A hint for an entry without ``type`` whose name is close to another provider's:
+        an overlay updates a provider by its exact name; any other name adds a new one."""
+        name = keys[1]
+        others = [str(k[1]) for k in self.labels if k != keys and isinstance(k[1], str)]
+        if not isinstance(name, str) or not (hint := did_you_mean(name, others)):
+            return ""
+        return f" (a new provider: an overlay updates one by its exact name; {hint.strip()[1:-1]})"
+
     def choose_placeholders(self, error: ValidationError, tree: Node) -> bool:
         """Give each unset value that failed the next placeholder; whether any changed."""
         changed = False
@@ -395,7 +404,9 @@ class _Session:
         type_entry = entry.items.get("type")
         if type_entry is None:
             self.errors.append(
-                entry.mark.error(f'{label}: missing key "type"; known types: {known}')
+                entry.mark.error(
+                    f'{label}: missing key "type"{self.renamed(keys)}; known types: {known}'
+                )
             )
             return None
         type_node = type_entry[1]

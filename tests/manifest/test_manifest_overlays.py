@@ -178,3 +178,18 @@ def test_a_base_may_itself_be_invalid_alone_when_the_overlay_completes_it(
     assert load_manifest("m.yaml", environ={}, types=types).version == 1
     with pytest.raises(ManifestError, match=r'^base\.yaml:1:1: missing key "version"'):
         load_manifest("base.yaml", environ={}, types=types)
+
+
+def test_a_renamed_entry_says_it_is_a_new_provider(
+    write: Callable[..., Path], types: ProviderTypes
+) -> None:
+    """An overlay entry whose name is close to a base provider's adds a new provider; the
+    error for its missing type says so, and names the provider it probably meant."""
+    write("base.yaml", "version: 1\nproviders:\n  - {name: runbooks, type: static, text: hi}\n")
+    write("prod.yaml", "extends: base.yaml\nproviders:\n  - {name: runbook, max_tokens: 5}\n")
+    with pytest.raises(ManifestError) as caught:
+        load_manifest("prod.yaml", environ={}, types=types)
+    assert str(caught.value) == (
+        'prod.yaml:3:5: provider "runbook": missing key "type" (a new provider: an overlay '
+        'updates one by its exact name; did you mean "runbooks"?); known types: probe, static'
+    )

@@ -1,0 +1,68 @@
+"""What a command imports and loads: ``--version`` and ``--help`` none of the stack, and
+``validate`` no tokenizer for fixed texts whose byte length already proves they fit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from repofiles import CONFIGS, REPO, put
+
+from composer import count_tokens
+from composer.cli import main
+
+HEAVY = ("pydantic", "jinja2", "tiktoken", "yaml", "httpx", "numpy", "asyncio")
+
+
+def imported_after(code: str) -> list[str]:
+    """Which of ``HEAVY`` a fresh interpreter has imported after running ``code``."""
+    script = (
+        "import sys, contextlib, io, json\n"
+        "from composer.cli import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n    {code}\n"
+        f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    names: list[str] = json.loads(result.stdout)
+    return names
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["validate", "--help"]])
+def test_version_and_help_import_none_of_the_stack(argv: list[str]) -> None:
+    assert imported_after(f"main({argv!r})") == []
+
+
+def test_validate_does_not_load_the_tokenizer_for_short_fixed_texts() -> None:
+    script = (
+        "from composer.cli import main\n"
+        "import composer.tokens as tokens\n"
+        f"assert main(['validate', {str(CONFIGS)!r}, '--all-envs', '--no-interpolate']) == 0\n"
+        "print(tokens.is_loaded())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert result.stdout.splitlines()[-1] == "False"
+
+
+def test_a_fixed_text_longer_than_its_cap_is_still_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Over the cap in bytes, the text is counted: a warning when its tokens are over too."""
+    long = "word " * 40  # 200 bytes, about 40 tokens
+    put(
+        tmp_path / "m.yaml",
+        f"version: 1\nproviders:\n  - {{name: a, type: static, max_tokens: 10, text: '{long}'}}\n"
+        f"  - {{name: b, type: static, max_tokens: 150, text: '{long}'}}\n",
+    )
+    assert main(["validate", str(tmp_path / "m.yaml")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    tokens = count_tokens(long)
+    assert 10 < tokens < 150
+    assert f'provider "a": its fixed text is {tokens} tokens, over its max_tokens 10' in err[0]
