@@ -1,11 +1,12 @@
 """What a loaded manifest was read from, and whether any of it changed since.
 
-A manifest depends on its file, every file it ``extends``, the ``.env`` file and the secrets
-directory its ``${VAR}``s are looked up in (the process environment cannot change under a
-running process). ``Inputs`` names them; ``snapshot`` digests each (a file's bytes, a folder's
-regular files), so a change is a digest that differs, whatever the file system's timestamps say:
-two edits within one clock tick, or an editor that writes a new file and renames it, are seen
-alike.
+A manifest depends on its file, every file it ``extends``, the ``.env`` files (the one beside
+the manifest that its ``${VAR}``s read unless ``COMPOSER_ENV_FILE`` names another, and the
+working directory's, which may hold ``COMPOSER_*`` settings) and the secrets directory (the
+process environment cannot change under a running process). ``Inputs`` names them;
+``snapshot`` digests each (a file's bytes, a folder's regular files), so a change is a digest
+that differs, whatever the file system's timestamps say: two edits within one clock tick, or
+an editor that writes a new file and renames it, are seen alike.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ class Inputs:
             if entry.is_dir() and env:
                 entry = entry / f"{env}.yaml"
             files.add(entry)
+            if settings is not None and "env_file" not in settings.model_fields_set:
+                files.add(entry.parent / ".env")  # ${VAR}'s .env: the one beside the manifest
         if manifest is not None:
             if manifest.path is not None:
                 files.add(manifest.path.absolute())

@@ -149,6 +149,21 @@ async def test_edits_of_an_extended_file_the_env_file_and_a_secret_are_seen(tmp_
     await watcher.aclose()
 
 
+async def test_the_env_file_beside_the_manifest_is_watched(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("GREETING=hello\n")
+    path = write(
+        tmp_path / "m.yaml",
+        'version: 1\nproviders:\n  - {name: a, type: static, text: "${GREETING}"}\n',
+    )
+    async with composer.ManifestWatcher(path, environ={}, watch="poll", poll_s=3600) as watcher:
+        branch = composer.Branch("sys\n")
+        watcher.attach(branch)
+        assert await blocks(branch) == ["hello"]
+        (tmp_path / ".env").write_text("GREETING=bonjour\n")
+        assert await watcher.check()
+        assert await blocks(branch) == ["bonjour"]
+
+
 async def test_a_branch_switches_between_turns_never_during_one(tmp_path: Path) -> None:
     Gate.open, Gate.waiting = asyncio.Event(), 0
     path = write(
