@@ -208,60 +208,38 @@ def plural_folded(text: str) -> list[str]:
     return [s_stem(w) for w in _WORD.findall(text.lower()) if w not in _PLUS]
 
 
-def bm25s_ranker(texts: list[str], owners: list[str], tokenize: str) -> Ranker:
-    """bm25s over ``texts``: ``pystemmer`` (its tokenizer, English stop words, Snowball
-    English) or ``plural`` (file_corpus's old terms)."""
+_ENGLISH = Stemmer.Stemmer("english")
+
+
+def pystemmer_tokens(texts: list[str]) -> list[list[str]]:
+    """bm25s's own tokenizer with its English stop words and PyStemmer's English stemmer."""
+    tokens: list[list[str]] = bm25s.tokenize(
+        texts, stopwords="en", stemmer=_ENGLISH.stemWords, show_progress=False, return_ids=False
+    )
+    return tokens
+
+
+def best_documents(scores: Any, owners: list[str]) -> list[str]:
+    """Documents by their best passage's score (passages scoring 0 left out)."""
+    order = np.argsort(-np.asarray(scores), kind="stable")[:DEPTH]
+    return documents_of([owners[i] for i in order if scores[i] > 0])
+
+
+def bm25s_ranker(texts: list[str], owners: list[str], terms: Callable[[str], list[str]]) -> Ranker:
+    """bm25s over ``texts`` with the given terms of a text."""
     retriever = bm25s.BM25()
-    stemmer = Stemmer.Stemmer("english")
-    if tokenize == "pystemmer":
-        retriever.index(
-            bm25s.tokenize(texts, stopwords="en", stemmer=stemmer.stemWords, show_progress=False),
-            show_progress=False,
-        )
-    else:
-        retriever.index([plural_folded(t) for t in texts], show_progress=False)
+    retriever.index([terms(t) for t in texts], show_progress=False)
 
     def rank(query: str) -> list[str]:
-        if tokenize == "pystemmer":
-            tokens = bm25s.tokenize(
-                [query],
-                stopwords="en",
-                stemmer=stemmer.stemWords,
-                show_progress=False,
-                return_ids=False,
-            )[0]
-        else:
-            tokens = plural_folded(query)
-        known = [t for t in tokens if t in retriever.vocab_dict]
-        if not known:
-            return []
-        scores = retriever.get_scores(known)
-        order = np.argsort(-scores, kind="stable")[:DEPTH]
-        return documents_of([owners[i] for i in order if scores[i] > 0])
+        known = [t for t in terms(query) if t in retriever.vocab_dict]
+        return best_documents(retriever.get_scores(known), owners) if known else []
 
     return rank
 
 
 def rank_bm25_ranker(texts: list[str], owners: list[str]) -> Ranker:
-    stemmer = Stemmer.Stemmer("english")
-    corpus = bm25s.tokenize(
-        texts, stopwords="en", stemmer=stemmer.stemWords, show_progress=False, return_ids=False
-    )
-    okapi = BM25Okapi(corpus)
-
-    def rank(query: str) -> list[str]:
-        tokens = bm25s.tokenize(
-            [query],
-            stopwords="en",
-            stemmer=stemmer.stemWords,
-            show_progress=False,
-            return_ids=False,
-        )[0]
-        scores = np.asarray(okapi.get_scores(tokens))
-        order = np.argsort(-scores, kind="stable")[:DEPTH]
-        return documents_of([owners[i] for i in order if scores[i] > 0])
-
-    return rank
+    okapi = BM25Okapi(pystemmer_tokens(texts))
+    return lambda query: best_documents(okapi.get_scores(pystemmer_tokens([query])[0]), owners)
 
 
 # ----------------------------------------------------------------------------- checks
@@ -342,8 +320,11 @@ def main() -> None:
             folder, root, queries, stemmer="none"
         )
         for name, ranker in (
-            ("bm25s + PyStemmer", bm25s_ranker(texts, owners, "pystemmer")),
-            ("bm25s, wider stop words + plural folding", bm25s_ranker(texts, owners, "plural")),
+            ("bm25s + PyStemmer", bm25s_ranker(texts, owners, lambda t: pystemmer_tokens([t])[0])),
+            (
+                "bm25s, wider stop words + plural folding",
+                bm25s_ranker(texts, owners, plural_folded),
+            ),
             (
                 "rank_bm25 BM25Okapi (same tokens as bm25s + PyStemmer)",
                 rank_bm25_ranker(texts, owners),
