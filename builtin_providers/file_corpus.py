@@ -3,8 +3,9 @@
 The index is built on first use (off the event loop; that first turn waits for it), shared by
 every registry built from the same loaded manifest (``BuildContext.shared``), and refreshed
 when a file under the root changes, checked at most every ``refresh_s`` seconds. A refresh
-runs in a background thread while the previous index keeps serving, and re-reads only the
-files whose size or modification time changed (passages and term ids are cached per file);
+runs in a background thread (paced, at the lowest CPU priority) while the previous index keeps
+serving, and re-reads only the files whose size or modification time changed (passages and
+term counts are cached per file);
 the new index replaces the old one in one assignment, so a turn never waits for a rebuild
 after the first. Ranking is BM25 (bm25s, Lucene variant) over lower-cased alphanumeric words
 minus bm25s's wider English stop-word list, stemmed with a Snowball stemmer (PyStemmer;
