@@ -11,9 +11,11 @@ whatever PyYAML or a plugin raises, leaves as one ``ManifestError`` listing ever
 
 from __future__ import annotations
 
+import gc
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from composer.manifest.yamlnodes import (
     Node,
     Scalar,
     Seq,
+    core_value,
     printable,
     read_yaml,
     scalar_at,
@@ -63,6 +66,7 @@ class _Session:
     placeholders: dict[int, int] = field(default_factory=dict)
     uncertain: set[int] = field(default_factory=set)
     labels: dict[KeyPath, str] = field(default_factory=dict)  # ("providers", key) -> label
+    quoted_numbers_seen: bool = False  # a quoted scalar reads as a number or bool: check them
     _ancestors: list[int] = field(default_factory=list)
 
     # -- files
@@ -232,6 +236,8 @@ class _Session:
         if isinstance(node, Scalar):
             if node.is_str:
                 text, used, secret = self.interpolate(node)
+                if not used and _typed(node.text):
+                    self.quoted_numbers_seen = True
                 if not self.read_variables and id(node) in self.unresolved:
                     self.uncertain.update(self._ancestors)
                 self.origins[keys] = Origin(mark.display, mark.line, mark.column, node.text, used)
@@ -329,6 +335,8 @@ class _Session:
                 if not self.choose_placeholders(e, tree):
                     break
             else:
+                if not self.quoted_numbers_seen:  # nothing quoted looks like a number
+                    return validated
                 quoted = self.quoted_numbers(data, validated, tree, label)
                 self.errors.extend(quoted)
                 return None if quoted else validated
@@ -464,6 +472,15 @@ _URL_ORIGIN = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@]+")
 """``scheme://host[:port]``, without a user or password: what a URL's variable may show."""
 _AFTER_ORIGIN = ("", "/", "?", "#")
 
+
+def _typed(text: str) -> bool:
+    """Whether ``text``, written plain, would read as a number, a boolean or null."""
+    try:
+        return not isinstance(core_value(text), str)
+    except ValueError:  # more digits than int() takes: a number too
+        return True
+
+
 _PLACEHOLDERS = ("https://placeholder.invalid", "0", "false")
 """What an unset variable stands for, in turn, when no value is read: a URL origin, a
 number, a boolean (an unset variable in a plain string needs none)."""
@@ -574,12 +591,32 @@ def load_manifest(
         else:
             lookup = settings.variables(environ, folder=Path(os.path.dirname(display) or "."))
         session = _Session(lookup, types, read_variables=interpolate)
-        manifest = _load(session, display, file)
+        with _without_cyclic_gc():
+            manifest = _load(session, display, file)
     except (ManifestError, SettingsError):  # a secret file that cannot be read is a setting
         raise
     except Exception as e:  # the loader's promise: nothing but ManifestError leaves it
         raise ManifestError(display, 1, 1, f"cannot load manifest ({type(e).__name__})") from e
     return manifest
+
+
+@contextmanager
+def _without_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a manifest loads.
+
+    A load makes some ten objects per value (nodes, marks, origins, strings, models), nearly
+    all acyclic and freed by reference counting; the collector, triggered by their number,
+    would walk every object alive again and again and find nothing (a third of a large
+    manifest's load time). Whatever cycles a load leaves are collected once it is resumed;
+    it stays off when the application had turned it off.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _load(session: _Session, display: str, file: Path) -> Manifest:
