@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol, cast, runtime_checkable
 
 import jinja2
-import jinja2.meta
 from jinja2 import nodes
 from jinja2.environment import TemplateExpression
 from jinja2.parser import Parser
