@@ -86,9 +86,13 @@ class StrictModel(BaseModel):
                 if name is None or not isinstance(given, str | Mapping | list):
                     continue  # a number or a bool read from a file is what pydantic keeps
                 value = getattr(model, name)
+                if type(value) is str:  # the common case, without a call
+                    if isinstance(given, SourceStr) and value == given:
+                        object.__setattr__(model, name, given)  # frozen: set once, here
+                    continue
                 kept = _keep_secrets(given, value)
                 if kept is not value:
-                    object.__setattr__(model, name, kept)  # frozen: set once, here
+                    object.__setattr__(model, name, kept)
         return model
 
     @model_serializer(mode="wrap")

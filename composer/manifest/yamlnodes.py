@@ -443,8 +443,10 @@ class _Builder:
         result = Map(self.mark(node))
         if node.flow_style and any(_empty(k) or _empty(v) for k, v in node.value):
             self.unsure = True
+        display, file = self.display, self.file
         for key_node, value_node in node.value:
-            key_mark = self.mark(key_node)
+            start = key_node.start_mark
+            key_mark = Mark(display, file, start.line + 1, start.column + 1)
             if not isinstance(key_node, ScalarNode):
                 self.errors.append(
                     key_mark.error("a key must be a plain name, not a list or mapping")
