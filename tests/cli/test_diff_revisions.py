@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from repofiles import CONFIGS, put
+from repofiles import CONFIGS, location, put
 
 from composer.cli import main
 
@@ -52,9 +52,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def line_of(path: Path, needle: str, value: str) -> str:
-    lines = path.read_text().splitlines()
-    row = next(i for i, line in enumerate(lines) if needle in line)
-    return f"{row + 1}:{lines[row].index(value) + 1}"
+    """``line:col`` of ``value`` on the first line of ``path`` holding ``needle``."""
+    return location(path, needle, value).removeprefix(f"{path}:")
 
 
 def test_two_revisions_list_the_changed_cap_with_both_origins(

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
-from repofiles import CONFIGS, put
+from repofiles import CONFIGS, location, put
 
 from composer import count_tokens
 from composer.cli import main
@@ -22,13 +22,6 @@ def folder(tmp_path: Path) -> Path:
     target = tmp_path / "configs"
     shutil.copytree(CONFIGS, target, ignore=shutil.ignore_patterns("*.sqlite*"))
     return target
-
-
-def lines_of(path: Path, needle: str, value: str) -> str:
-    """``path:line:col`` of ``value`` on the first line of ``path`` holding ``needle``."""
-    lines = path.read_text().splitlines()
-    row = next(i for i, line in enumerate(lines) if needle in line)
-    return f"{path}:{row + 1}:{lines[row].index(value, lines[row].index(needle)) + 1}"
 
 
 def test_a_broken_expectation_names_provider_expectation_and_actual_value(
@@ -55,16 +48,16 @@ def test_a_broken_expectation_names_provider_expectation_and_actual_value(
     lines = out.splitlines()
     assert lines[0] == f"{tests}: 1 test"
     assert lines[1] == "FAIL  the runbooks block is small (env dev)"
-    assert lines[2].startswith(f"      {lines_of(tests, 'runbooks:', QUOTE + '<=')}: ")
+    assert lines[2].startswith(f"      {location(tests, 'runbooks:', QUOTE + '<=')}: ")
     assert 'provider "runbooks": expected tokens <= 10, got ' in lines[2]
     tokens = int(lines[2].split("got ")[1].split()[0])
     assert tokens > 10
     assert lines[3] == (
-        f"      {lines_of(tests, 'status:', 'fired')}: "
+        f"      {location(tests, 'status:', 'fired')}: "
         'provider "status": expected outcome fired, got disabled'
     )
     assert lines[4].startswith(
-        f"      {lines_of(tests, 'used:', QUOTE + '<')}: budget: expected used < 5, got "
+        f"      {location(tests, 'used:', QUOTE + '<')}: budget: expected used < 5, got "
     )
     assert lines[-1] == "0 passed, 1 failed"
 
@@ -91,11 +84,11 @@ def test_a_text_expectation_shows_the_folded_text(
     out = capsys.readouterr().out.splitlines()
     assert (
         out[2]
-        == f"      {lines_of(tests, 'contains:', 'nowhere')}: text: expected to contain 'nowhere to be found'"
+        == f"      {location(tests, 'contains:', 'nowhere')}: text: expected to contain 'nowhere to be found'"
     )
     assert (
         out[3]
-        == f"      {lines_of(tests, 'not_contains', 'House')}: text: expected not to contain 'House rules', found on line 2"
+        == f"      {location(tests, 'not_contains', 'House')}: text: expected not to contain 'House rules', found on line 2"
     )
     assert out[4].endswith(": text: expected to match /^On call\\.$/")
     assert out[5].endswith(": text: expected to match /(?m)^unmatched$/")
@@ -223,11 +216,11 @@ def test_an_unknown_provider_is_a_located_error(
     out = capsys.readouterr().out.splitlines()
     assert (
         out[2]
-        == f'      {lines_of(tests, "statsu", "statsu")}: no provider "statsu" in {folder / "dev.yaml"}'
+        == f'      {location(tests, "statsu", "statsu")}: no provider "statsu" in {folder / "dev.yaml"}'
     )
     assert (
         out[3]
-        == f'      {lines_of(tests, "runbook:", "runbook")}: no provider "runbook" in {folder / "dev.yaml"}'
+        == f'      {location(tests, "runbook:", "runbook")}: no provider "runbook" in {folder / "dev.yaml"}'
     )
 
 
