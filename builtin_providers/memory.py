@@ -497,7 +497,7 @@ class WritebackMemoryProvider(MemoryProvider):
                 ids.append(writeback_id(branch_id, turn, content))
                 contents.append(content)
             except Exception as e:  # one odd response must not cost the others
-                bad.append(f"response {position} ({type(e).__name__})")
+                bad.append(f"response {position} ({_why(e)})")
         if _is_lionagi(store):
             stored = await self._store_lionagi(store, contents, ids, settings, metadata, bad)
         else:
@@ -511,9 +511,10 @@ class WritebackMemoryProvider(MemoryProvider):
             ]
             stored = await self._store_items(store, items, settings.max_items, bad)
         if bad:  # the good ones are stored; the registry contains and logs this (ADR D7)
+            shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
             raise StoreError(
                 f"memory {self.name!r}: stored {stored} new of {len(contents)} action "
-                f"responses; not stored: {', '.join(bad)}"
+                f"responses; not stored: {shown}"
             )
         return stored
 
@@ -531,7 +532,7 @@ class WritebackMemoryProvider(MemoryProvider):
                     try:
                         stored += await store.add([item], written_back=True, cap=cap)
                     except Exception as e:
-                        bad.append(f"item {item.id} ({type(e).__name__})")
+                        bad.append(f"item {item.id} ({_why(e)})")
                 return stored
         stored = 0
         for item in items:  # a store of the LionAGI shape only
@@ -539,7 +540,7 @@ class WritebackMemoryProvider(MemoryProvider):
                 await store.store(item)
                 stored += 1
             except Exception as e:
-                bad.append(f"item {item.id} ({type(e).__name__})")
+                bad.append(f"item {item.id} ({_why(e)})")
         return stored
 
     async def _store_lionagi(
@@ -565,8 +566,17 @@ class WritebackMemoryProvider(MemoryProvider):
                     await store.store(item)
                     stored += 1
             except Exception as e:
-                bad.append(f"item {item_id} ({type(e).__name__})")
+                bad.append(f"item {item_id} ({_why(e)})")
         return stored
+
+
+def _why(error: Exception) -> str:
+    """Why an item was not stored: the type, and the message of composer's own errors (they
+    never quote content); another error's message might, so it is not repeated."""
+    if isinstance(error, ProviderError):
+        lines = str(error).strip().splitlines()
+        return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return type(error).__name__
 
 
 def _store(source: Source, context: BuildContext) -> ItemStore | None:
