@@ -194,9 +194,17 @@ class FileCorpusConfig(ProviderConfig):
             subfolders[:] = [d for d in subfolders if not globs.prunes(prefix + d)]
             seen += len(files) + len(subfolders)
             if any(globs.matches(prefix + name) for name in files) or seen > _CHECK_ENTRIES:
-                return []
+                return self._truncation_warning()
         include = ", ".join(self.include)
         return [Problem(("root",), f"empty corpus: no file under {root} matches {include}", False)]
+
+    def _truncation_warning(self) -> list[Problem]:
+        """A warning when max_files or max_total_bytes would leave files out (sizes only)."""
+        try:
+            warning = CorpusIndex(self).survey()
+        except Exception:  # the turn meets and reports whatever makes this fail
+            return []
+        return [Problem(("root",), warning, False)] if warning else []
 
     def index_key(self) -> str:
         """Providers with equal corpus settings share one index."""

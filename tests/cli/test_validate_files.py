@@ -104,3 +104,20 @@ def test_the_hook_is_the_types_own(folder: Path) -> None:
     missing = next(c for c in manifest.providers if c.name == "missing")
     assert isinstance(missing, Check)
     assert missing.check() == [Problem(("root",), f"no such folder: {folder / 'nowhere'}")]
+
+
+def test_a_corpus_its_caps_would_truncate_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """validate says before the first turn what the index would leave out, and why."""
+    for i in range(5):
+        put(tmp_path / "corpus" / f"f{i}.md", f"# T{i}\n\ntext {i}\n")
+    put(
+        tmp_path / "m.yaml",
+        "version: 1\nproviders:\n  - {name: docs, type: file_corpus, root: corpus, max_files: 2}\n",
+    )
+    assert main(["validate", str(tmp_path / "m.yaml")]) == 0
+    _, err = capsys.readouterr()
+    assert "m.yaml:3:" in err
+    assert "warning:" in err
+    assert "3 file(s) not indexed (3 over max_files)" in err
