@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 import httpx
 from pydantic import Field, field_validator, model_validator
 
+from builtin_providers._json_templates import compile_json, render_json
 from builtin_providers._net import (
     BodyTooLarge,
     Origin,
@@ -43,7 +44,6 @@ from builtin_providers._net import (
 from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
-    CompiledTemplate,
     Provider,
     ProviderConfig,
     ProviderError,
@@ -77,27 +77,6 @@ _BACKOFF_BASE_S = 0.1
 _BACKOFF_CAP_S = 2.0
 _RESPONSE_NAMES = CONTEXT_NAMES | {"json", "text", "status", "headers"}
 _ResponseTemplate = Annotated[str, template_check("json", "text", "status", "headers")]
-
-
-def _compile_json(value: Any) -> Any:
-    """Compile every string leaf of a JSON body template (each is rendered to a string)."""
-    if isinstance(value, str):
-        return compile_template(value)
-    if isinstance(value, list):
-        return [_compile_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _compile_json(v) for k, v in value.items()}
-    return value
-
-
-def _render_json(value: Any, context: Mapping[str, Any]) -> Any:
-    if isinstance(value, CompiledTemplate):
-        return value.render(context)
-    if isinstance(value, list):
-        return [_render_json(v, context) for v in value]
-    if isinstance(value, dict):
-        return {k: _render_json(v, context) for k, v in value.items()}
-    return value
 
 
 class RequestConfig(StrictModel):
@@ -162,7 +141,7 @@ class RequestConfig(StrictModel):
     @field_validator("json_body")
     @classmethod
     def _compile_json_body(cls, value: Any) -> Any:
-        _compile_json(value)
+        compile_json(value)
         return value
 
     @model_validator(mode="after")
@@ -320,7 +299,7 @@ class HttpProvider(Provider[HttpConfig]):
             for key, value in request.params.items()
         }
         self._headers = {key: compile_template(value) for key, value in request.headers.items()}
-        self._json = _compile_json(request.json_body)
+        self._json = compile_json(request.json_body)
         self._body = compile_template(request.body) if request.body is not None else None
         self._template = compile_template(config.response.template, _RESPONSE_NAMES)
         self._timeout = httpx.Timeout(request.timeout_s)
@@ -365,7 +344,7 @@ class HttpProvider(Provider[HttpConfig]):
             if "\r" in header or "\n" in header:
                 raise ProviderError(f"http {self.name!r}: header {name!r} contains a line break")
         headers.setdefault("Accept-Encoding", "gzip, deflate")
-        json_body = _render_json(self._json, context) if self._json is not None else None
+        json_body = render_json(self._json, context) if self._json is not None else None
         content = self._body.render(context).encode() if self._body is not None else None
         return _Request(method, url, headers, json_body, content)
 

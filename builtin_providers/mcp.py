@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
-from builtin_providers.http import _compile_json, _render_json
+from builtin_providers._json_templates import compile_json, render_json
 from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
@@ -142,7 +142,7 @@ class ToolCall(StrictModel):
     @field_validator("arguments")
     @classmethod
     def _compile_arguments(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _compile_json(value)
+        compile_json(value)
         return value
 
 
@@ -401,7 +401,7 @@ class McpProvider(Provider[McpConfig]):
             key: compile_template(value)
             for key, value in (config.prompt.arguments if config.prompt else {}).items()
         }
-        self._tool_args = _compile_json(config.tool.arguments) if config.tool else None
+        self._tool_args = compile_json(config.tool.arguments) if config.tool else None
         self._template = compile_template(config.template, _BLOCK_NAMES | _CONTEXT)
 
     def __repr__(self) -> str:
@@ -421,7 +421,7 @@ class McpProvider(Provider[McpConfig]):
         if self.config.prompt is not None:
             args = {key: t.render(context) for key, t in self._prompt_args.items()}
             return "prompt", name, args
-        return "tool", name, _render_json(self._tool_args, context)
+        return "tool", name, render_json(self._tool_args, context)
 
     def cache_key(self, branch: Any, instruction: Any) -> str:
         """The rendered request: what a ``cache`` keys on."""
