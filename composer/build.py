@@ -20,14 +20,22 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from composer.cache import MISS, ContextCache, InProcessCache
+from composer.caching import (
+    MISS,
+    ContextCache,
+    InProcessCache,
+    KeyScope,
+    RedisCache,
+    key_scope,
+    read_values,
+)
 from composer.catalog import ProviderTypes
 from composer.errors import ProviderError
 from composer.hooks import CacheKey, Closeable, Constant, Progress, WarmUp, Writeback
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
 from composer.outcomes import Turn, current_turn, note
 from composer.plugin import BuildContext
-from composer.redis_cache import RedisCache
+from composer.principal import principal_name
 from composer.registry import (
     BranchLike,
     ContextProvider,
@@ -72,12 +80,14 @@ class ManagedProvider:
         *,
         cache: ContextCache | None = None,
         wrap: str | None = None,
+        scope: KeyScope | None = None,
     ) -> None:
         self.provider = provider
         self.config = config
         self.name = config.name
         self.hooks = declared_hooks(type(provider))
         self.cache = cache if config.cache is not None else None
+        self.scope = scope
         self._when: CompiledExpression | None = (
             compile_expression(config.when) if config.when else None
         )
@@ -153,20 +163,36 @@ class ManagedProvider:
         )
 
     def key(self, branch: BranchLike, instruction: InstructionLike) -> str:
-        """This turn's cache key: the manifest's ``key`` template, else the provider's own
-        ``cache_key`` (its rendered query), else the instruction and the branch's name and
-        metadata. Hashed, so a key never holds a rendered secret in the clear."""
+        """This turn's cache key: a digest of everything the result depends on.
+
+        That is the provider's scope (its configuration, in its manifest: ``KeyScope``), the
+        running turn's principal, and this turn's request: the manifest's ``key`` template
+        when it names one (which narrows what else of the turn counts), else the provider's
+        own ``cache_key`` (its rendered query) or the instruction and the branch's name and
+        metadata, plus the value of every part of the turn's context that the provider's
+        templates read. Hashed, so a key never holds a rendered secret in the clear.
+        """
+        scope = self.scope
+        request: list[Any]
         if self._cache_key is not None:
-            raw = self._cache_key.render(template_context(branch, instruction, provider=self.name))
-        elif CacheKey in self.hooks:
-            raw = cast(CacheKey, self.provider).cache_key(branch, instruction)
+            context = template_context(branch, instruction, provider=self.name)
+            request = [self._cache_key.render(context)]
         else:
-            view = branch_view(branch)
-            turn = {
-                "instruction": instruction_view(instruction),
-                "branch": {"name": view["name"], "metadata": view["metadata"]},
-            }
-            raw = json.dumps(turn, sort_keys=True, default=str)
+            own: Any
+            if CacheKey in self.hooks:
+                own = cast(CacheKey, self.provider).cache_key(branch, instruction)
+            else:
+                view = branch_view(branch)
+                own = {
+                    "instruction": instruction_view(instruction),
+                    "branch": {"name": view["name"], "metadata": view["metadata"]},
+                }
+            request = [own]
+            if scope is not None and scope.reads:
+                context = template_context(branch, instruction, provider=self.name)
+                request.append(read_values(context, scope.reads))
+        digest = scope.digest if scope is not None else ""
+        raw = json.dumps([digest, principal_name(), request], sort_keys=True, default=str)
         return hashlib.sha256(f"{self.name}\x1f{raw}".encode()).hexdigest()
 
     def _wrapped(self, text: str | None) -> str | None:
@@ -217,10 +243,11 @@ def manage(
     *,
     cache: ContextCache | None = None,
     wrap: str | None = None,
+    scope: KeyScope | None = None,
 ) -> ManagedProvider:
     """``provider`` wrapped with what the engine owns; its hooks are looked up here."""
     cls = _ManagedWriteback if Writeback in declared_hooks(type(provider)) else ManagedProvider
-    return cls(provider, config, cache=cache, wrap=wrap)
+    return cls(provider, config, cache=cache, wrap=wrap, scope=scope)
 
 
 class ManifestRegistry(ContextProviderRegistry):
@@ -326,6 +353,7 @@ def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) ->
             config,
             cache=_cache_of(config, context),
             wrap=config.wrap or runtime.wrap,
+            scope=_scope_of(config, context),
         )
         for config in manifest.providers
         if config.enabled
@@ -353,16 +381,35 @@ def _observer_of(context: BuildContext) -> TurnObserver | None:
     return observer
 
 
+def _scope_of(config: ProviderConfig, context: BuildContext) -> KeyScope | None:
+    """The provider's cache scope (``composer.cachekeys``), found once per loaded manifest."""
+    if config.cache is None:
+        return None
+    manifest = context.manifest
+    scope: KeyScope = context.shared(
+        f"cache-scope:{config.name}", lambda: key_scope(config, manifest.path)
+    )
+    return scope
+
+
 def _cache_of(config: ProviderConfig, context: BuildContext) -> ContextCache | None:
     """The provider's cache, one per provider name per loaded manifest (shared by branches);
-    in Redis when ``runtime.cache`` says so, else in this process."""
+    in Redis when ``runtime.cache`` says so, else in this process.
+
+    A Redis key starts with the manifest's ``prefix`` and then the provider's scope digest,
+    so two manifests, environments or versions of one provider never share an entry
+    whatever the prefix says (and a rolling deploy never serves the old version's blocks).
+    """
     if config.cache is None:
         return None
     backend = context.manifest.runtime.cache
     if backend is not None:
         redis = backend.redis
+        scope = _scope_of(config, context)
+        assert scope is not None
+        prefix = f"{redis.prefix}{scope.digest[:32]}:{config.name}:"
         make: Callable[[], ContextCache] = functools.partial(
-            RedisCache, redis.url, prefix=f"{redis.prefix}{config.name}:", timeout_s=redis.timeout_s
+            RedisCache, redis.url, prefix=prefix, timeout_s=redis.timeout_s
         )
     else:
         make = functools.partial(InProcessCache, config.cache.max_entries)

@@ -59,6 +59,7 @@ __all__ = [
     "template_check_exact",
     "template_context",
     "template_field",
+    "template_reads",
 ]
 
 # The names every template sees (see template_context).
@@ -136,6 +137,58 @@ def _check_names(ast: nodes.Template, allowed: frozenset[str]) -> None:
     if unknown:
         known = ", ".join(sorted(allowed))
         raise TemplateError(f"unknown name {unknown[0]!r} in template; available: {known}")
+
+
+ReadPath = tuple[str | int, ...]
+"""What a template reads of its context: a name, then constant attributes or keys
+(``("branch", "metadata", "team")``)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def template_reads(source: str, names: frozenset[str] = CONTEXT_NAMES) -> frozenset[ReadPath]:
+    """The parts of the context names ``names`` that ``source`` can read, each as the
+    longest constant path from the name (``{{ branch.metadata.team }}`` reads
+    ``("branch", "metadata", "team")``; ``branch.metadata[key]`` reads all of
+    ``("branch", "metadata")``).
+
+    What a cached result depends on is found here: a path never under-states what is read (a
+    name passed whole to a filter or assigned to another reads all of it). A text that is not
+    a template, or does not parse, reads nothing.
+    """
+    if not any(marker in source for marker in _TEMPLATE_MARKERS):
+        return frozenset()
+    try:
+        ast = environment().parse(source)
+    except jinja2.TemplateSyntaxError:
+        return frozenset()
+    found: set[ReadPath] = set()
+    _collect_reads(ast, names, found)
+    return frozenset(found)
+
+
+def _collect_reads(node: nodes.Node, names: frozenset[str], found: set[ReadPath]) -> None:
+    path = _read_path(node)
+    if path is not None:
+        if path[0] in names:
+            found.add(path)
+        return
+    for child in node.iter_child_nodes():
+        _collect_reads(child, names, found)
+
+
+def _read_path(node: nodes.Node) -> ReadPath | None:
+    """The constant path ``node`` reads (``a.b["c"]``), or None when it is not one."""
+    if isinstance(node, nodes.Name):
+        return (node.name,) if node.ctx == "load" else None
+    if isinstance(node, nodes.Getattr):
+        base = _read_path(node.node)
+        return None if base is None else (*base, node.attr)
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+        key = node.arg.value
+        if isinstance(key, str | int) and not isinstance(key, bool):
+            base = _read_path(node.node)
+            return None if base is None else (*base, key)
+    return None
 
 
 class _Code:

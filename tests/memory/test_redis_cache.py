@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 from memory.services import free_port
 
-from composer.cache import MISS
+from composer.caching import MISS, RedisCache
 from composer.catalog import ProviderTypes
 from composer.manifest import Manifest
 from composer.manifest.loader import load_manifest
-from composer.redis_cache import RedisCache
 from composer.turn import Branch, Instruction, prepare_turn
 
 

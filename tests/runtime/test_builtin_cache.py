@@ -65,11 +65,9 @@ async def turn(manifest: composer.Manifest, text: str) -> dict[str, str]:
     return {o.name: o.outcome for o in prepared.report.outcomes}
 
 
-async def test_the_same_rendered_request_is_served_from_the_cache(
-    tmp_path: Path, server: str
-) -> None:
+async def test_the_same_request_is_served_from_the_cache(tmp_path: Path, server: str) -> None:
     loaded = composer.load_manifest(manifest(tmp_path, server))
-    assert await turn(loaded, "DEPLOY") == {"docs": "fired", "notes": "fired", "status": "fired"}
+    assert await turn(loaded, "deploy") == {"docs": "fired", "notes": "fired", "status": "fired"}
     assert await turn(loaded, "deploy") == {
         "docs": "cached",
         "notes": "cached",
@@ -78,6 +76,31 @@ async def test_the_same_rendered_request_is_served_from_the_cache(
     assert JsonAnswer.paths == ["/search?q=deploy"]
     await turn(loaded, "rollback")
     assert JsonAnswer.paths == ["/search?q=deploy", "/search?q=rollback"]
+    await loaded.aclose()
+
+
+async def test_what_the_templates_read_is_in_the_key_unless_cache_key_narrows_it(
+    tmp_path: Path, server: str
+) -> None:
+    """The templates read ``instruction.text`` itself, so "DEPLOY" is not "deploy" although
+    both render the same query; a ``cache.key`` that says only the lower-cased text matters
+    makes them one entry."""
+    path = manifest(tmp_path, server)
+    loaded = composer.load_manifest(path)
+    assert await turn(loaded, "DEPLOY") == {"docs": "fired", "notes": "fired", "status": "fired"}
+    assert await turn(loaded, "deploy") == {"docs": "fired", "notes": "fired", "status": "fired"}
+    await loaded.aclose()
+    narrowed = path.read_text().replace(
+        "cache: {ttl_s: 60}", "cache: {ttl_s: 60, key: '{{ instruction.text | lower }}'}"
+    )
+    path.write_text(narrowed)
+    loaded = composer.load_manifest(path)
+    assert await turn(loaded, "DEPLOY") == {"docs": "fired", "notes": "fired", "status": "fired"}
+    assert await turn(loaded, "deploy") == {
+        "docs": "cached",
+        "notes": "cached",
+        "status": "cached",
+    }
     await loaded.aclose()
 
 

@@ -2,7 +2,7 @@
 
 Selected by the manifest (``runtime.cache: {redis: {url: ...}}``); the ``redis`` client is
 imported on first use, from the ``redis`` extra. It keeps the ``ContextCache`` contract of
-``composer.cache``: ``get`` returns ``MISS`` or the cached result (``None`` included), and
+``composer.caching.store``: ``get`` returns ``MISS`` or the cached result (``None`` included), and
 entries expire after their ``ttl_s`` (Redis ``PX``). Redis evicts by its own ``maxmemory``
 policy, so a provider's ``cache.max_entries`` does not apply here.
 
@@ -17,7 +17,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from composer.cache import MISS, _Miss
+from composer.caching.store import MISS, _Miss
 from composer.errors import ProviderError
 
 if TYPE_CHECKING:
