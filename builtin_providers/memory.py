@@ -53,6 +53,7 @@ from composer.plugin import (
     branch_view,
     compile_template,
     template_check,
+    turn_key,
 )
 
 __all__ = [
@@ -282,6 +283,11 @@ class MemoryConfig(ProviderConfig):
             problems.append(Problem(("source", "seed"), f"no such file: {seed}"))
         return problems
 
+    def partition(self) -> str | None:
+        """The namespace template of a shared store: what splits the teams sharing it."""
+        shared = bool(getattr(self.source, "shared", False))
+        return str.__str__(self.namespace) if shared and self.namespace else None
+
     @property
     def ranked(self) -> bool:
         """Whether the store ranks full text (SQLite, PostgreSQL)."""
@@ -315,15 +321,6 @@ class MemoryConfig(ProviderConfig):
 
 def _is_lionagi(store: Any) -> bool:
     return type(store).__module__.split(".", 1)[0] == "lionagi"
-
-
-def _turn_of(branch: Any) -> str:
-    """What tells one turn of a branch from the next: how many messages it holds."""
-    messages = getattr(branch, "messages", None)
-    try:
-        return str(len(messages))  # type: ignore[arg-type]
-    except TypeError:
-        return ""
 
 
 def _lionagi_memory() -> Any:
@@ -485,7 +482,7 @@ class WritebackMemoryProvider(MemoryProvider):
             "branch_id": branch_id,
             **settings.metadata,
         }
-        turn = _turn_of(branch)
+        turn = turn_key(branch)
         contents: list[Any] = []
         ids: list[str] = []
         bad: list[str] = []  # what could not be stored, by position and error type only

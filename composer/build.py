@@ -16,9 +16,10 @@ import asyncio
 import functools
 import hashlib
 import json
+import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from composer.caching import (
     MISS,
@@ -58,11 +59,24 @@ if TYPE_CHECKING:
 __all__ = [
     "ManagedProvider",
     "ManifestRegistry",
+    "WritebackResult",
     "attach",
     "build_registry",
     "declared_hooks",
     "manage",
 ]
+
+
+logger = logging.getLogger("composer.registry")  # writeback failures log where the ADR's do
+
+
+class WritebackResult(NamedTuple):
+    """What one provider's writeback did: items stored (None: its hook does not say), or the
+    first line of its error, secrets masked (``error`` is None when it succeeded)."""
+
+    name: str
+    stored: int | None
+    error: str | None
 
 
 class ManagedProvider:
@@ -301,6 +315,29 @@ class ManifestRegistry(ContextProviderRegistry):
         )
         self._history.append(report)  # maxlen 0 keeps none
         return report
+
+    async def writeback_results(
+        self, branch: BranchLike, action_responses: list[Any]
+    ) -> list[WritebackResult]:
+        """ADR D7's walk (each writeback hook in registration order, each failure contained
+        and logged as ``gather_writeback`` does), with what became of each: how many items it
+        stored (when its hook says) or its error's first line, masked. For a server, which
+        must not tell an agent its tool results were kept when they were not."""
+        results: list[WritebackResult] = []
+        for provider in self.managed:
+            if Writeback not in provider.hooks:
+                continue
+            try:
+                stored = await cast(Writeback, provider).writeback(branch, action_responses)
+            except Exception as e:
+                logger.warning(
+                    "context provider %r writeback raised; skipping", provider.name, exc_info=True
+                )
+                results.append(WritebackResult(provider.name, None, self.describe_error(e)))
+                continue
+            count = stored if type(stored) is int else None
+            results.append(WritebackResult(provider.name, count, None))
+        return results
 
     def describe_error(self, error: BaseException) -> str:
         line = super().describe_error(error)

@@ -10,6 +10,7 @@
     │   └── StoreError                             a memory store could not be read or written
     ├── TokenizerError                             the vendored o200k_base file is missing or corrupt
     └── ServeError                                 `composer serve` cannot start as configured
+        └── RequestRefused                         a served request is refused (its .status: 403, 409)
 
 Catch ``ComposerError`` to handle every one of them in a single clause. A plugin that cannot be
 loaded fails only the manifests that name its type, as a located ``ManifestError`` naming the
@@ -26,6 +27,7 @@ __all__ = [
     "ManifestError",
     "PluginError",
     "ProviderError",
+    "RequestRefused",
     "ServeError",
     "SettingsError",
     "StoreError",
@@ -128,3 +130,13 @@ class TokenizerError(ComposerError):
 class ServeError(ComposerError):
     """``composer serve`` cannot start as asked: a non-loopback address without a token, an
     empty or unreadable token file, an address it cannot listen on."""
+
+
+class RequestRefused(ServeError):
+    """A request the server will not carry out; ``status`` and ``kind`` are its HTTP answer
+    (``403 forbidden``: a bound metadata key stated otherwise; ``409 unknown_branch``)."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind

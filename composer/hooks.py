@@ -13,9 +13,12 @@ with ``getattr`` on each call:
 * ``Constant``: ``constant_text()``, the text the provider gives every turn when it never
   depends on the turn (None when it does), so the engine need not call it each time.
 
-One hook belongs to a provider's *config* instead: ``Check``, ``check() -> list[Problem]``,
+Two hooks belong to a provider's *config* instead: ``Check``, ``check() -> list[Problem]``,
 what the config names that this machine does not have (a missing folder or file), which
-``composer validate`` reports at the field's line without building the provider.
+``composer validate`` reports at the field's line without building the provider; and
+``Partitioned``, ``partition() -> str | None``, the template that splits data several tenants
+share (a shared store's namespace), which a server checks reads only what authentication
+binds.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ __all__ = [
     "Check",
     "Closeable",
     "Constant",
+    "Partitioned",
     "Problem",
     "Progress",
     "WarmUp",
@@ -92,3 +96,13 @@ class Check(Protocol):
     change anything or reach the network."""
 
     def check(self) -> list[Problem]: ...
+
+
+@runtime_checkable
+class Partitioned(Protocol):
+    """A provider config whose data several tenants share, split by a template: a shared
+    memory store's ``namespace``. ``partition()`` is that template's source (None when the
+    data is not shared), so that ``composer serve`` can refuse a split that clients choose
+    themselves (``composer.serve.tenancy``)."""
+
+    def partition(self) -> str | None: ...

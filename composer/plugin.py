@@ -32,6 +32,7 @@ from composer.hooks import (
     Check,
     Closeable,
     Constant,
+    Partitioned,
     Problem,
     Progress,
     WarmUp,
@@ -54,7 +55,7 @@ from composer.templating import (
     template_context,
     template_field,
 )
-from composer.templating.views import branch_memory, branch_view
+from composer.templating.views import branch_memory, branch_view, turn_key
 from composer.tokens import count_tokens
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "Expression",
     "InstructionLike",
     "ManifestPath",
+    "Partitioned",
     "Problem",
     "Progress",
     "Provider",
@@ -96,6 +98,7 @@ __all__ = [
     "template_check",
     "template_context",
     "template_field",
+    "turn_key",
 ]
 
 ConfigT = TypeVar("ConfigT", bound=ProviderConfig)

@@ -41,7 +41,7 @@ from composer.errors import ComposerError, ManifestError, ProviderError, Setting
 from composer.manifest import Manifest, StrictModel
 from composer.manifest.loader import load_manifest
 from composer.manifest.validation_errors import locate, translate
-from composer.manifest.yamlnodes import Map, Node, Seq, read_yaml
+from composer.manifest.yamlnodes import Node, plain, read_yaml
 from composer.plugin import BuildContext, ProviderConfig, ProviderType
 
 __all__ = [
@@ -219,15 +219,6 @@ class TestFile(StrictModel):
     tests: list[TestCase] = Field(min_length=1, description="The expected turns.")
 
 
-def _plain(node: Node) -> Any:
-    """A located tree as plain values; strings as written (a test file has no ``${VAR}``)."""
-    if isinstance(node, Map):
-        return {key: _plain(child) for key, (_, child) in node.items.items()}
-    if isinstance(node, Seq):
-        return [_plain(item) for item in node.items]
-    return node.value
-
-
 @dataclass(frozen=True)
 class Tests:
     """A test file as read: the located tree (to place each failure) and the validated model."""
@@ -250,7 +241,7 @@ def load_tests(path: str) -> Tests:
     if errors:
         raise ManifestError.collect(errors)
     try:
-        model = TestFile.model_validate(_plain(tree))
+        model = TestFile.model_validate(plain(tree))
     except ValidationError as e:
         raise ManifestError.collect(
             translate(e, tree, TestFile, "", unresolved=(), variables_of={})

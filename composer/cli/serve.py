@@ -29,9 +29,12 @@ def add_serve(subparsers: Any) -> None:
             "Load MANIFEST once and serve turns for any number of branches: an HTTP API "
             "(POST /v1/turns, POST /v1/branches/ID/writeback, GET /v1/manifest, /healthz, "
             "/readyz, /openapi.json) with MCP over streamable HTTP at /mcp; or, with "
-            "--mcp-stdio, an MCP server on stdin/stdout for a client that starts it. Without "
-            "a token (--token-file, or the variable named by --token-var) it listens only on "
-            "a loopback address. Needs the serve extra: " + _EXTRA_HINT
+            "--mcp-stdio, an MCP server on stdin/stdout for a client that starts it. Callers "
+            "authenticate with a bearer token: one (--token-file, or the variable named by "
+            "--token-var) or one per principal (--principals FILE, each principal's branch "
+            "metadata bound); without a token it listens only on a loopback address. A shared "
+            "memory store whose namespace reads anything a client states is refused unless "
+            "--principals binds it. Needs the serve extra: " + _EXTRA_HINT
         ),
     )
     _add_manifest_arguments(parser)
@@ -49,6 +52,19 @@ def add_serve(subparsers: Any) -> None:
         help="variable holding the bearer token, looked up like ${NAME} (COMPOSER_SERVE_TOKEN)",
     )
     parser.add_argument("--token-file", type=Path, help="read the bearer token from this file")
+    parser.add_argument(
+        "--principals",
+        type=Path,
+        metavar="FILE",
+        help="a YAML file of principals (name, token or token_file, bound metadata): each "
+        "token is one caller, whose branches and bound metadata are its own",
+    )
+    parser.add_argument(
+        "--principal",
+        metavar="NAME",
+        help="with --mcp-stdio and --principals: the principal the one client is (needed when "
+        "the file names several)",
+    )
     parser.add_argument(
         "--max-body-bytes", type=int, default=1 << 20, help="largest request body (1 MiB)"
     )
@@ -84,24 +100,36 @@ def run_serve(args: argparse.Namespace, output: Output) -> int:
     if args.max_branches < 1 or args.max_body_bytes < 1 or args.rate_limit < 0:
         output.error("composer serve: --max-branches and --max-body-bytes must be positive")
         return 2
+    if args.principals is not None and args.token_file is not None:
+        output.error("composer serve: give --principals or --token-file, not both")
+        return 2
+    if args.principal is not None and not (args.mcp_stdio and args.principals is not None):
+        output.error("composer serve: --principal goes with --mcp-stdio and --principals")
+        return 2
     manifest = _load(args, output)
     if manifest is None:
         return 1
     from composer.serve.service import ContextService
 
-    service = ContextService(
-        manifest, env=args.env, max_branches=args.max_branches, idle_ttl_s=args.branch_ttl
-    )
     try:
+        principals, token = _principals(args)
+        service = ContextService(
+            manifest,
+            env=args.env,
+            max_branches=args.max_branches,
+            idle_ttl_s=args.branch_ttl,
+            principals=_callers(args, principals, token),
+        )
         with _log_records_to(output, manifest.redact):
             if args.mcp_stdio:
                 import asyncio
 
                 from composer.serve.mcp_server import run_stdio
 
-                asyncio.run(run_stdio(service))
+                one = principals.named(args.principal) if principals is not None else None
+                asyncio.run(run_stdio(service, one))
             else:
-                _serve_http(args, output, service)
+                _serve_http(args, output, service, principals, token)
     except KeyboardInterrupt:
         return 0
     except ComposerError as e:
@@ -110,15 +138,44 @@ def run_serve(args: argparse.Namespace, output: Output) -> int:
     return 0
 
 
-def _serve_http(args: argparse.Namespace, output: Output, service: Any) -> None:
-    from composer.serve.auth import check_bind, load_token
+def _principals(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The principals file's ``Principals`` (or None) and the single token (or None)."""
+    from composer.errors import ManifestError, ServeError
+    from composer.serve.auth import load_token
+    from composer.serve.principals import load_principals
+
+    if args.principals is not None:
+        try:
+            return load_principals(args.principals), None
+        except ManifestError as e:
+            raise ServeError(f"principals file:\n{e}") from e
+    if args.mcp_stdio:
+        return None, None
+    return None, load_token(variable=args.token_var, file=args.token_file)
+
+
+def _callers(args: argparse.Namespace, principals: Any, token: str | None) -> Any:
+    """Every principal the server will accept: its isolation is checked against them."""
+    from composer.serve.principals import DEFAULT_PRINCIPAL, LOCAL_PRINCIPAL
+
+    if principals is not None:
+        if args.mcp_stdio:
+            return (principals.named(args.principal),)
+        return principals.principals
+    return (DEFAULT_PRINCIPAL,) if token is not None else (LOCAL_PRINCIPAL,)
+
+
+def _serve_http(
+    args: argparse.Namespace, output: Output, service: Any, principals: Any, token: str | None
+) -> None:
+    from composer.serve.auth import check_bind
     from composer.serve.http import ServeOptions, create_app
     from composer.serve.runner import bind, serve
 
-    token = load_token(variable=args.token_var, file=args.token_file)
-    check_bind(args.host, token)
+    check_bind(args.host, token if principals is None else "principals")
     options = ServeOptions(
         token=token,
+        principals=principals,
         max_body_bytes=args.max_body_bytes,
         rate=args.rate_limit,
         burst=max(1, int(args.rate_limit * 2)),
@@ -128,7 +185,10 @@ def _serve_http(args: argparse.Namespace, output: Output, service: Any) -> None:
     sock = bind(args.host, args.port)
 
     def started(url: str) -> None:
-        guard = "bearer token required" if token else "no token: loopback only"
+        if principals is not None:
+            guard = f"{len(principals.principals)} principals, bearer token required"
+        else:
+            guard = "bearer token required" if token else "no token: loopback only"
         output.print(f"composer serve: listening on {url} ({guard}); MCP at {url}/mcp")
         output.out.flush()
 

@@ -69,6 +69,7 @@ __all__ = [
     "Scalar",
     "Seq",
     "core_value",
+    "plain",
     "printable",
     "read_regular_file",
     "read_yaml",
@@ -146,6 +147,16 @@ def scalar_at(node: Node, key: str) -> Scalar | None:
         if isinstance(child, Scalar):
             return child
     return None
+
+
+def plain(node: Node) -> Any:
+    """A located tree as plain values, strings as written (for files without ``${VAR}``, or
+    that interpolate on their own: a test file, a principals file)."""
+    if isinstance(node, Map):
+        return {key: plain(child) for key, (_, child) in node.items.items()}
+    if isinstance(node, Seq):
+        return [plain(item) for item in node.items]
+    return node.value
 
 
 # --------------------------------------------------------------------------- files and text

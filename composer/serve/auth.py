@@ -1,13 +1,16 @@
-"""Who may call the server: one bearer token, and where a server may listen without one.
+"""Who may call the server: bearer tokens, each one a principal, and where a server may
+listen without one.
 
-The token comes from a variable (looked up like a manifest's ``${VAR}``: the environment,
-``.env``, then the secrets directory) or a file. Without a token the server listens only on a
-loopback address: anything else would hand the manifest's context to the network.
+A single token comes from a variable (looked up like a manifest's ``${VAR}``: the environment,
+``.env``, then the secrets directory) or a file; several come from a principals file
+(``composer.serve.principals``). Without a token the server listens only on a loopback
+address: anything else would hand the manifest's context to the network. The middleware
+puts the request's principal in its ASGI scope (``principal_of``), where the routes and the
+MCP server read it.
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 from collections.abc import Collection
 from pathlib import Path
@@ -17,11 +20,29 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from composer.errors import ServeError, SettingsError
 from composer.manifest.settings import load_settings, read_settings_file
+from composer.principal import Principal
+from composer.serve.principals import LOCAL_PRINCIPAL, Principals
 from composer.serve.responses import error_response
 
-__all__ = ["TOKEN_VARIABLE", "BearerAuth", "check_bind", "is_loopback", "load_token"]
+__all__ = [
+    "PRINCIPAL_KEY",
+    "TOKEN_VARIABLE",
+    "BearerAuth",
+    "check_bind",
+    "is_loopback",
+    "load_token",
+    "principal_of",
+]
 
 TOKEN_VARIABLE = "COMPOSER_SERVE_TOKEN"
+PRINCIPAL_KEY = "composer.principal"
+"""The ASGI scope key holding the request's ``Principal``."""
+
+
+def principal_of(scope: Scope) -> Principal:
+    """The principal the request authenticated as (``local`` on a token-less server)."""
+    principal = scope.get(PRINCIPAL_KEY)
+    return principal if isinstance(principal, Principal) else LOCAL_PRINCIPAL
 
 
 def load_token(*, variable: str = TOKEN_VARIABLE, file: Path | None = None) -> str | None:
@@ -69,21 +90,27 @@ def check_bind(host: str, token: str | None) -> None:
 
 
 class BearerAuth:
-    """ASGI middleware: every HTTP request outside ``open_paths`` needs the bearer token."""
+    """ASGI middleware: every HTTP request outside ``open_paths`` needs a principal's bearer
+    token; the principal goes into the request's scope (``principal_of``)."""
 
     def __init__(
         self,
         app: ASGIApp,
-        token: str,
+        principals: Principals,
         *,
         open_paths: Collection[str],
     ) -> None:
         self.app = app
-        self._token = token.encode("utf-8")
+        self._principals = principals
         self._open = frozenset(open_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self._open or self._allowed(scope):
+        if scope["type"] != "http" or scope["path"] in self._open:
+            await self.app(scope, receive, send)
+            return
+        principal = self._principal(scope)
+        if principal is not None:
+            scope[PRINCIPAL_KEY] = principal
             await self.app(scope, receive, send)
             return
         refusal = error_response(
@@ -94,8 +121,10 @@ class BearerAuth:
         )
         await refusal(scope, receive, send)
 
-    def _allowed(self, scope: Scope) -> bool:
+    def _principal(self, scope: Scope) -> Principal | None:
         header = Headers(scope=scope).get("authorization", "")
         scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer":
+            return None
         given = value.strip().encode("latin-1")  # header bytes as sent
-        return scheme.lower() == "bearer" and hmac.compare_digest(given, self._token)
+        return self._principals.authenticate(given)

@@ -2,12 +2,14 @@
 
 Routes: ``POST /v1/turns``, ``POST /v1/branches/{id}/writeback``, ``GET /v1/manifest``,
 ``GET /healthz``, ``GET /readyz``, ``GET /openapi.json``, and the MCP server over streamable
-HTTP at ``/mcp``. Every answer is JSON, errors too (``422`` bad body, ``401`` no token, ``404``,
-``405``, ``413`` too large, ``429`` too many, ``500`` without a traceback). Middleware, outermost
-first: the rate limit, then the bearer token (health, readiness and the OpenAPI document are
-open: they say nothing of the manifest). The lifespan starts the MCP session manager, the
-providers' warm-up and the sweep of idle branches, and on shutdown closes every branch's
-registry and the manifest's shared state.
+HTTP at ``/mcp``. Every answer is JSON, errors too (``422`` bad body, ``401`` no token,
+``403`` a bound metadata key stated otherwise, ``409`` a writeback for a branch the server does
+not know, ``404``, ``405``, ``413`` too large, ``429`` too many, ``500`` without a traceback).
+Middleware, outermost first: the rate limit, then the bearer token, which names the request's
+principal (health, readiness and the OpenAPI document are open: they say nothing of the
+manifest). The lifespan starts the MCP session manager, the providers' warm-up and the sweep
+of idle branches, and on shutdown closes every branch's registry and the manifest's shared
+state.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from composer.serve.auth import BearerAuth
+from composer.errors import RequestRefused
+from composer.serve.auth import BearerAuth, principal_of
 from composer.serve.limits import RateLimit, read_body
 from composer.serve.models import BRANCH_ID_PATTERN, TurnRequest, WritebackRequest
 from composer.serve.openapi import openapi_document
+from composer.serve.principals import Principals
 from composer.serve.responses import JsonResponse, error_response
 from composer.serve.service import ContextService
 
@@ -51,6 +55,9 @@ class ServeOptions:
     """How the server guards itself; the defaults suit one host's agents."""
 
     token: str | None = None
+    """One bearer token: the one-principal form (``default``)."""
+    principals: Principals | None = None
+    """Several callers, each with its token and bound metadata (takes the place of ``token``)."""
     max_body_bytes: int = 1 << 20
     rate: float = 100.0
     """Requests a second per client address; 0 switches the limit off."""
@@ -80,7 +87,10 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
         parsed = await parse(request, TurnRequest)
         if isinstance(parsed, Response):
             return parsed
-        return JsonResponse(await service.turn(parsed))
+        try:
+            return JsonResponse(await service.turn(parsed, principal_of(request.scope)))
+        except RequestRefused as e:
+            return error_response(e.status, e.kind, str(e))
 
     async def writeback(request: Request) -> Response:
         branch_id = request.path_params["branch_id"]
@@ -89,7 +99,11 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
         parsed = await parse(request, WritebackRequest)
         if isinstance(parsed, Response):
             return parsed
-        return JsonResponse(await service.writeback(branch_id, parsed.action_responses))
+        try:
+            status, body = await service.writeback(branch_id, parsed, principal_of(request.scope))
+        except RequestRefused as e:
+            return error_response(e.status, e.kind, str(e))
+        return JsonResponse(body, status_code=status)
 
     async def manifest(request: Request) -> Response:
         return JsonResponse(service.manifest_document())
@@ -140,8 +154,11 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
         middleware.append(
             Middleware(RateLimit, rate=options.rate, burst=options.burst, exempt=OPEN_PATHS)
         )
-    if options.token is not None:
-        middleware.append(Middleware(BearerAuth, token=options.token, open_paths=OPEN_PATHS))
+    principals = options.principals
+    if principals is None and options.token is not None:
+        principals = Principals.single(options.token)
+    if principals is not None:
+        middleware.append(Middleware(BearerAuth, principals=principals, open_paths=OPEN_PATHS))
     return Starlette(
         routes=routes,
         middleware=middleware,

@@ -4,9 +4,15 @@
   returns two user messages, the composed text (system + injected blocks + guidance, exactly
   what ``composer preview`` prints for the same system text) and the instruction;
 * resource template ``composer://branches/{branch_id}/context``: the composed text of that
-  branch's last turn;
-* tool ``preview_turn(instruction, system?, branch?, guidance?)``: runs one turn and returns
-  the guidance and the report (the ADR's four lists and the typed outcomes) as structured data.
+  branch's last turn, for the caller's own branches only;
+* tool ``preview_turn(instruction, system?, branch?, guidance?, metadata?)``: runs one turn and
+  returns the guidance and the report (the ADR's four lists and the typed outcomes) as
+  structured data.
+
+Every call is made for a principal: over streamable HTTP the one the request's bearer token
+authenticated (``composer.serve.auth``), over stdio the server's one principal. ``metadata``
+(a JSON object; text for the prompt, whose arguments are strings) is bound like a turn's over
+HTTP: a key bound to the principal may not be stated otherwise.
 
 MCP has no system role: the client has its own system prompt. So ``system`` defaults to the
 empty text, which still calls every provider (ADR-0008 D4 skips them only without a system
@@ -16,15 +22,20 @@ text) and makes the composed text just the injected blocks and the guidance.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver import MCPServer, UserMessage
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.server.mcpserver import Context, MCPServer, UserMessage
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 
 from composer import __version__
-from composer.serve.auth import is_loopback
+from composer.errors import RequestRefused
+from composer.principal import Principal
+from composer.serve.auth import is_loopback, principal_of
 from composer.serve.models import BranchIn, InstructionIn, TurnRequest
+from composer.serve.principals import LOCAL_PRINCIPAL
 from composer.serve.service import ContextService
 
 if TYPE_CHECKING:
@@ -44,19 +55,47 @@ _INSTRUCTIONS = (
 )
 
 
-def mcp_server(service: ContextService) -> MCPServer:
-    """An MCPServer whose prompt, resource template and tool run turns on ``service``."""
+def mcp_server(service: ContextService, *, principal: Principal | None = None) -> MCPServer:
+    """An MCPServer whose prompt, resource template and tool run turns on ``service``.
+
+    ``principal`` is the caller of a stdio server; over HTTP each request's own is used.
+    """
     server: MCPServer = MCPServer(
         "composer", version=__version__, instructions=_INSTRUCTIONS, log_level="WARNING"
     )
+    fixed = principal
 
-    async def run(instruction: str, system: str, branch: str, guidance: str | None) -> Any:
-        request = TurnRequest(
-            branch=BranchIn(id=branch),
-            system=system,
-            instruction=InstructionIn(text=instruction, guidance=guidance or None),
-        )
-        return await service.turn(request)
+    def caller(ctx: Context) -> Principal:
+        """The request's principal: the HTTP request's, else the stdio server's."""
+        scope = getattr(ctx.request_context.request, "scope", None)
+        if isinstance(scope, dict):
+            return principal_of(scope)
+        return fixed if fixed is not None else LOCAL_PRINCIPAL
+
+    async def run(
+        ctx: Context,
+        instruction: str,
+        system: str,
+        branch: str,
+        guidance: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> Any:
+        try:
+            request = TurnRequest(
+                branch=BranchIn(id=branch, metadata=metadata or {}),
+                system=system,
+                instruction=InstructionIn(text=instruction, guidance=guidance or None),
+            )
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}"
+                for item in e.errors(include_url=False, include_input=False)
+            )
+            raise ToolError(f"invalid arguments: {problems}") from None
+        try:
+            return await service.turn(request, caller(ctx))
+        except RequestRefused as e:
+            raise ToolError(str(e)) from None
 
     @server.prompt(
         name="compose",
@@ -64,9 +103,14 @@ def mcp_server(service: ContextService) -> MCPServer:
         description="The manifest's context for this instruction, then the instruction.",
     )
     async def compose(
-        instruction: str, system: str = "", branch: str = DEFAULT_BRANCH, guidance: str = ""
+        ctx: Context,
+        instruction: str,
+        system: str = "",
+        branch: str = DEFAULT_BRANCH,
+        guidance: str = "",
+        metadata: str = "",
     ) -> list[UserMessage]:
-        turn = await run(instruction, system, branch, guidance)
+        turn = await run(ctx, instruction, system, branch, guidance, _metadata(metadata))
         return [UserMessage(turn["guidance"] or ""), UserMessage(instruction)]
 
     @server.resource(
@@ -74,11 +118,11 @@ def mcp_server(service: ContextService) -> MCPServer:
         name="branch_context",
         title="A branch's composed context",
         description="The composed text (system + injected blocks + guidance) of the branch's "
-        "last turn.",
+        "last turn; only the caller's own branches.",
         mime_type="text/plain",
     )
-    def branch_context(branch_id: str) -> str:
-        text = service.last_guidance(branch_id)
+    def branch_context(branch_id: str, ctx: Context) -> str:
+        text = service.last_guidance(branch_id, caller(ctx))
         if text is None:
             raise ResourceNotFoundError(f"branch {branch_id!r} has no composed turn yet")
         return text
@@ -89,15 +133,30 @@ def mcp_server(service: ContextService) -> MCPServer:
         description="Run one turn and return the composed guidance and the provider report.",
     )
     async def preview_turn(
+        ctx: Context,
         instruction: str,
         system: str = "",
         branch: str = DEFAULT_BRANCH,
         guidance: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        result: dict[str, Any] = await run(instruction, system, branch, guidance)
+        result: dict[str, Any] = await run(ctx, instruction, system, branch, guidance, metadata)
         return result
 
     return server
+
+
+def _metadata(text: str) -> dict[str, Any] | None:
+    """The prompt's ``metadata`` argument (text, as every prompt argument is): a JSON object."""
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ToolError('metadata must be a JSON object, e.g. {"team": "a"}')
+    return value
 
 
 def mcp_http_routes(service: ContextService, options: ServeOptions) -> tuple[list[BaseRoute], Any]:
@@ -120,9 +179,10 @@ def mcp_http_routes(service: ContextService, options: ServeOptions) -> tuple[lis
     return list(app.routes), server.session_manager
 
 
-async def run_stdio(service: ContextService) -> None:
-    """Serve MCP on stdin/stdout until the client leaves; then close every provider."""
-    server = mcp_server(service)
+async def run_stdio(service: ContextService, principal: Principal | None = None) -> None:
+    """Serve MCP on stdin/stdout, for ``principal``, until the client leaves; then close
+    every provider."""
+    server = mcp_server(service, principal=principal)
     warming = asyncio.create_task(service.run_background())
     try:
         await server.run_stdio_async()

@@ -28,8 +28,10 @@ __all__ = [
     "ReportOut",
     "TurnRequest",
     "TurnResponse",
+    "WritebackBranch",
     "WritebackRequest",
     "WritebackResponse",
+    "WritebackResultOut",
 ]
 
 BRANCH_ID_PATTERN = r"^[A-Za-z0-9._~:@-]{1,128}$"
@@ -130,15 +132,46 @@ class TurnResponse(_Body):
     )
 
 
+class WritebackBranch(_Body):
+    """The branch a writeback belongs to, as its turn stated it."""
+
+    id: str | None = Field(
+        None, pattern=BRANCH_ID_PATTERN, description="If given, the id in the path."
+    )
+    name: str | None = Field(None, description="What templates see as `branch.name`.")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="What templates see as `branch.metadata`."
+    )
+
+
 class WritebackRequest(_Body):
     """Action responses (tool results) to hand to the providers' writeback hooks (ADR D7)."""
 
     action_responses: list[Any]
+    branch: WritebackBranch | None = Field(
+        None,
+        description="The branch's name and metadata, bound like a turn's. Without it the "
+        "branch is as this principal's last turn left it; a branch the server does not know "
+        "(never seen, or dropped) then gets 409.",
+    )
+
+
+class WritebackResultOut(_Body):
+    """What one provider's writeback hook did."""
+
+    name: str
+    stored: int | None = Field(description="Items newly stored (null: the hook does not say).")
+    error: str | None = Field(description="First line of its failure, secrets masked.")
 
 
 class WritebackResponse(_Body):
+    """200: every hook succeeded; 207: some failed; 503: all failed (nothing was kept)."""
+
     branch_id: str
-    providers: list[str] = Field(description="The providers that have a writeback hook.")
+    providers: list[WritebackResultOut] = Field(
+        description="One entry per provider with a writeback hook, in manifest order."
+    )
+    stored: int = Field(description="Items newly stored, over all providers.")
 
 
 class ManifestOut(_Body):

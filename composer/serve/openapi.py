@@ -30,6 +30,8 @@ __all__ = ["openapi_document"]
 _REF = "#/components/schemas/{model}"
 _ERRORS = {
     "401": "No valid bearer token (only when the server has one).",
+    "403": "The branch states another value for a metadata key bound to the caller.",
+    "409": "A writeback for a branch the server does not know, without `branch`.",
     "413": "The body is larger than the server's limit.",
     "422": "The body is not JSON, or not this shape.",
     "429": "Too many requests from this client; see Retry-After.",
@@ -72,7 +74,7 @@ def openapi_document() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": json_body(ref(TurnResponse), "The turn."),
-                    **errors("401", "413", "422", "429"),
+                    **errors("401", "403", "413", "422", "429"),
                 },
             }
         },
@@ -96,8 +98,10 @@ def openapi_document() -> dict[str, Any]:
                     },
                 },
                 "responses": {
-                    "200": json_body(ref(WritebackResponse), "Done (failures are contained)."),
-                    **errors("401", "413", "422", "429"),
+                    "200": json_body(ref(WritebackResponse), "Every writeback hook succeeded."),
+                    "207": json_body(ref(WritebackResponse), "Some hooks failed (see each)."),
+                    "503": json_body(ref(WritebackResponse), "Every hook failed: nothing kept."),
+                    **errors("401", "403", "409", "413", "422", "429"),
                 },
             }
         },

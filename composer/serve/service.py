@@ -5,17 +5,28 @@ in the same process would (``attach``), and answers with the folded guidance and
 Every string that leaves the service has the manifest's secrets masked, as every command's
 output does. The server keeps no conversation history: each request says the branch's name,
 metadata and system text for that turn.
+
+Each call is made for a ``Principal`` (the server authenticated it): its bound metadata is
+merged over the branch the request states (``bind``), its branches are its own (team a's
+``inc-1`` and team b's ``inc-1`` are two branches), and ``current_principal`` names it to the
+engine while the turn runs (cache keys, audit lines, spans). Each branch's turns are counted
+here, beside the branches (a count outlives its branch's eviction), so a writeback knows
+which turn it belongs to: a retry of one turn's writeback stores nothing twice, the same
+tool result in a later turn is stored again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from composer.build import attach, build_registry
-from composer.hooks import Writeback
+from composer.errors import RequestRefused
 from composer.manifest import Manifest
+from composer.principal import Principal, current_principal
 from composer.serve.branches import BranchEntry, BranchStore
 from composer.serve.models import (
     ManifestOut,
@@ -23,17 +34,35 @@ from composer.serve.models import (
     ReportOut,
     TurnRequest,
     TurnResponse,
+    WritebackRequest,
     WritebackResponse,
+    WritebackResultOut,
 )
+from composer.serve.principals import LOCAL_PRINCIPAL, bind
+from composer.serve.tenancy import check_isolation
 from composer.turn import Branch, Instruction, prepare_turn
 
 __all__ = ["ContextService", "mask_strings"]
 
 logger = logging.getLogger(__name__)
 
+_RUN = secrets.token_hex(4)
+"""This process's run, in every turn key: a restarted server never takes a new turn's tool
+result for a retry of one it stored before the restart."""
+
+
+class _ServedBranch(Branch):
+    """A branch kept by the server, which knows its turns (``composer.plugin.turn_key``)."""
+
+    turn_key = ""
+
 
 class ContextService:
-    """Turns, writebacks and the manifest, for any number of branches of one manifest."""
+    """Turns, writebacks and the manifest, for any number of branches of one manifest.
+
+    ``principals`` are every caller the server will accept; a shared store split by anything
+    they do not all bind is refused here, before the first request (``check_isolation``).
+    """
 
     def __init__(
         self,
@@ -42,7 +71,9 @@ class ContextService:
         env: str | None = None,
         max_branches: int = 1000,
         idle_ttl_s: float = 3600.0,
+        principals: Sequence[Principal] = (LOCAL_PRINCIPAL,),
     ) -> None:
+        check_isolation(manifest, principals)
         self.manifest = manifest
         self.env = env
         self.branches = BranchStore(
@@ -50,10 +81,12 @@ class ContextService:
         )
         self.ready = False
         self.warm_up_failures: dict[str, str] = {}
+        self._turns: OrderedDict[str, int] = OrderedDict()
+        self._max_counts = max(100_000, 10 * max_branches)
 
-    def _new_branch(self, branch_id: str) -> BranchEntry:
-        branch = Branch(None)
-        branch.id = branch_id
+    def _new_branch(self, key: str) -> BranchEntry:
+        branch = _ServedBranch(None)
+        branch.id = key.partition("/")[2]
         return BranchEntry(branch, attach(branch, self.manifest))
 
     async def warm_up(self) -> None:
@@ -86,35 +119,93 @@ class ContextService:
             warm_up_failures=dict(self.warm_up_failures),
         )
 
-    async def turn(self, request: TurnRequest) -> dict[str, Any]:
-        """One turn on the request's branch; the TurnResponse as JSON data, secrets masked."""
+    async def turn(
+        self, request: TurnRequest, principal: Principal = LOCAL_PRINCIPAL
+    ) -> dict[str, Any]:
+        """One turn on the request's branch of ``principal``; the TurnResponse as JSON data,
+        secrets masked. ``RequestRefused`` (403) when the request states another value for a
+        key bound to the principal."""
         given = request.instruction
         instruction = Instruction(given.text, guidance=given.guidance, context=given.context)
-        async with self.branches.use(request.branch.id) as entry:
+        metadata = bind(principal, request.branch.metadata)
+        key = _key(principal, request.branch.id)
+        async with self.branches.use(key) as entry:
             branch = entry.branch
             branch.name = request.branch.name
-            branch.metadata = dict(request.branch.metadata)
+            branch.metadata = metadata
             branch.system = request.system
+            cast(_ServedBranch, branch).turn_key = self._next_turn(key, principal)
+            scope = current_principal.set(principal)
             try:
                 turn = await prepare_turn(branch, instruction)
             finally:
+                current_principal.reset(scope)
                 branch.messages.clear()  # no history is kept: the agent has its own
             entry.last_guidance = turn.guidance
         report = ReportOut.of(turn.report) if turn.report is not None else None
         response = TurnResponse(branch_id=branch.id, guidance=turn.guidance, report=report)
         return self.masked(response.model_dump(mode="json"))
 
-    async def writeback(self, branch_id: str, action_responses: list[Any]) -> dict[str, Any]:
-        """Hand tool results to the branch's writeback hooks, in order, contained (ADR D7)."""
-        async with self.branches.use(branch_id) as entry:
-            await entry.registry.gather_writeback(entry.branch, action_responses)
-            names = [p.name for p in entry.registry.managed if Writeback in p.hooks]
-        response = WritebackResponse(branch_id=branch_id, providers=names)
-        return self.masked(response.model_dump(mode="json"))
+    async def writeback(
+        self, branch_id: str, request: WritebackRequest, principal: Principal = LOCAL_PRINCIPAL
+    ) -> tuple[int, dict[str, Any]]:
+        """Hand tool results to the branch's writeback hooks, in order, contained (ADR D7);
+        the HTTP status and the answer: what each provider stored, or its masked error.
 
-    def last_guidance(self, branch_id: str) -> str | None:
-        """The folded text of the branch's last turn (None: no such branch, or no text)."""
-        entry = self.branches.peek(branch_id)
+        ``200`` when every hook succeeded, ``207`` when some failed, ``503`` when all did. The
+        branch is the one the request states (bound like a turn's), else the one this
+        principal's last turn left; a branch the server does not know, with none stated, is
+        refused (``409``) rather than written into a default namespace.
+        """
+        stated = request.branch
+        if stated is not None and stated.id is not None and stated.id != branch_id:
+            raise RequestRefused(
+                422, "invalid_body", "branch.id differs from the branch id in the path"
+            )
+        key = _key(principal, branch_id)
+        if stated is None and key not in self.branches:
+            raise RequestRefused(
+                409,
+                "unknown_branch",
+                f"branch {branch_id!r} has no turn on this server (or was dropped): send its "
+                "name and metadata as `branch` with the writeback",
+            )
+        metadata = bind(principal, stated.metadata) if stated is not None else None
+        async with self.branches.use(key) as entry:
+            branch = entry.branch
+            if stated is not None:
+                branch.name = stated.name
+                branch.metadata = metadata or {}
+            cast(_ServedBranch, branch).turn_key = self._turn(key, principal)
+            scope = current_principal.set(principal)
+            try:
+                results = await entry.registry.writeback_results(branch, request.action_responses)
+            finally:
+                current_principal.reset(scope)
+        failed = sum(1 for result in results if result.error is not None)
+        status = 200 if not failed else 503 if failed == len(results) else 207
+        response = WritebackResponse(
+            branch_id=branch_id,
+            providers=[WritebackResultOut(**result._asdict()) for result in results],
+            stored=sum(result.stored or 0 for result in results),
+        )
+        return status, self.masked(response.model_dump(mode="json"))
+
+    def _turn(self, key: str, principal: Principal) -> str:
+        """The turn key of the branch's latest turn (0 before its first)."""
+        return f"{principal.name}:{_RUN}:{self._turns.get(key, 0)}"
+
+    def _next_turn(self, key: str, principal: Principal) -> str:
+        """Count a new turn of the branch; its turn key."""
+        self._turns[key] = self._turns.pop(key, 0) + 1
+        while len(self._turns) > self._max_counts:
+            self._turns.popitem(last=False)
+        return self._turn(key, principal)
+
+    def last_guidance(self, branch_id: str, principal: Principal = LOCAL_PRINCIPAL) -> str | None:
+        """The folded text of the principal's branch's last turn (None: no such branch of
+        this principal, or no text)."""
+        entry = self.branches.peek(_key(principal, branch_id))
         if entry is None or entry.last_guidance is None:
             return None
         return self.manifest.redact(entry.last_guidance)
@@ -140,6 +231,11 @@ class ContextService:
             await self.branches.aclose()
         finally:
             await self.manifest.aclose()
+
+
+def _key(principal: Principal, branch_id: str) -> str:
+    """Where the principal's branch is kept: names and ids hold no ``/``."""
+    return f"{principal.name}/{branch_id}"
 
 
 def mask_strings(data: Any, redact: Callable[[str], str]) -> Any:

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["branch_memory", "branch_view", "instruction_view"]
+__all__ = ["branch_memory", "branch_view", "instruction_view", "turn_key"]
 
 _MISSING: Any = object()
 
@@ -109,3 +109,21 @@ def branch_memory(branch: Any, *, create: bool = False) -> Any:
     if private is not _MISSING and private is None and not create:
         return None
     return getattr(branch, "memory", None)
+
+
+def turn_key(branch: Any) -> str:
+    """What tells one turn of ``branch`` from the next, for idempotent writebacks.
+
+    A served branch keeps no messages, so its server gives it a ``turn_key`` (its principal,
+    the server's run and a turn counter kept beside the branch); any other branch is told
+    apart by how many messages it holds (a lionagi Branch, or ``composer.Branch`` after
+    ``prepare_turn`` recorded its instruction).
+    """
+    key = getattr(branch, "turn_key", None)
+    if isinstance(key, str):
+        return key
+    messages = getattr(branch, "messages", None)
+    try:
+        return str(len(messages))  # type: ignore[arg-type]
+    except TypeError:
+        return ""

@@ -35,6 +35,7 @@ EXPECTED_PLUGIN_API = {
     "Expression",
     "InstructionLike",
     "ManifestPath",
+    "Partitioned",
     "Problem",
     "Progress",
     "Provider",
@@ -60,6 +61,7 @@ EXPECTED_PLUGIN_API = {
     "template_check",
     "template_context",
     "template_field",
+    "turn_key",
 }
 
 

@@ -40,11 +40,11 @@ async def test_each_branch_id_has_its_own_registry_kept_between_turns() -> None:
     served = service()
     try:
         await served.turn(turn("a"))
-        first = served.branches.peek("a")
+        first = served.branches.peek("local/a")
         await served.turn(turn("a"))
         await served.turn(turn("b"))
-        assert served.branches.peek("a") is first
-        a, b = served.branches.peek("a"), served.branches.peek("b")
+        assert served.branches.peek("local/a") is first
+        a, b = served.branches.peek("local/a"), served.branches.peek("local/b")
         assert a is not None
         assert b is not None
         assert a.registry is not b.registry
@@ -58,9 +58,9 @@ async def test_the_least_recently_used_branch_goes_over_the_bound() -> None:
     try:
         for branch in ("a", "b", "a", "c"):
             await served.turn(turn(branch))
-        assert (len(served.branches), "a" in served.branches) == (2, True)
-        assert "b" not in served.branches
-        assert "c" in served.branches
+        assert (len(served.branches), "local/a" in served.branches) == (2, True)
+        assert "local/b" not in served.branches
+        assert "local/c" in served.branches
     finally:
         await served.aclose()
 
@@ -72,15 +72,15 @@ async def test_an_idle_branch_goes_after_its_ttl_and_comes_back_fresh() -> None:
     served.branches = BranchStore(served._new_branch, idle_ttl_s=60, clock=clock)
     try:
         await served.turn(turn("old"))
-        old = served.branches.peek("old")
+        old = served.branches.peek("local/old")
         clock.now = 30
         await served.turn(turn("new"))
-        assert "old" in served.branches
+        assert "local/old" in served.branches
         clock.now = 61
         await served.turn(turn("new"))
-        assert "old" not in served.branches
+        assert "local/old" not in served.branches
         await served.turn(turn("old"))
-        assert served.branches.peek("old") is not old
+        assert served.branches.peek("local/old") is not old
     finally:
         await served.aclose()
 
@@ -95,10 +95,10 @@ async def test_idle_branches_go_without_any_further_turn() -> None:
         await served.turn(turn("quiet"))
         clock.now = 61
         for _ in range(500):  # a bound that only catches a sweep that never runs
-            if "quiet" not in served.branches:
+            if "local/quiet" not in served.branches:
                 break
             await asyncio.sleep(0.01)
-        assert "quiet" not in served.branches
+        assert "local/quiet" not in served.branches
     finally:
         sweeping.cancel()
         await served.aclose()
@@ -108,9 +108,9 @@ async def test_a_branch_in_use_is_never_dropped_and_turns_on_it_take_turns() -> 
     served = service(max_branches=1)
     order: list[str] = []
     try:
-        async with served.branches.use("busy") as entry:
+        async with served.branches.use("local/busy") as entry:
             await served.turn(turn("other"))  # over the bound while "busy" is held
-            assert "busy" in served.branches
+            assert "local/busy" in served.branches
             waiting = asyncio.ensure_future(served.turn(turn("busy", "second")))
             await asyncio.sleep(0.05)
             order.append("first done")

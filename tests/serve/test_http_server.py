@@ -172,15 +172,23 @@ def test_writeback_reaches_the_providers_hooks_and_the_next_turn(tmp_path: Path)
     }
     manifest.write_text(yaml.safe_dump({"version": 1, "providers": [entry]}))
     server = start_serve([str(manifest)])
+    result = {"action_responses": ["refund R-7 failed: card expired"]}
     try:
         url = f"{server.url}/v1/branches/payments-1/writeback"
-        stored = httpx.post(url, json={"action_responses": ["refund R-7 failed: card expired"]})
+        unknown = httpx.post(url, json=result)
+        stored = httpx.post(url, json={**result, "branch": {"name": "payments"}})
         turn = httpx.post(f"{server.url}/v1/turns", json=TURN)
-        bad = httpx.post(f"{server.url}/v1/branches/payments-1/writeback", json={"x": []})
+        bad = httpx.post(url, json={"x": []})
     finally:
         assert server.stop() == 0
+    assert unknown.status_code == 409  # no turn and no branch: never a default namespace
+    assert unknown.json()["error"]["type"] == "unknown_branch"
     assert stored.status_code == 200
-    assert stored.json() == {"branch_id": "payments-1", "providers": ["notes"]}
+    assert stored.json() == {
+        "branch_id": "payments-1",
+        "providers": [{"name": "notes", "stored": 1, "error": None}],
+        "stored": 1,
+    }
     assert turn.json()["report"]["blocks"] == ["- refund R-7 failed: card expired"]
     assert bad.status_code == 422
 
