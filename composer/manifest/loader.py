@@ -7,6 +7,11 @@ the pydantic models validate it: the manifest's keys by ``Manifest``, each provi
 its type's config model, their errors located by ``validation_errors.py``. Every failure,
 whatever PyYAML or a plugin raises, leaves as one ``ManifestError`` listing every mistake as
 ``path:line:column: message``, with secrets masked.
+
+``extends`` stays within the folder of the manifest loaded, symlinks followed, unless
+``COMPOSER_EXTENDS_ROOTS`` lists the folder it leads to, and the file it names must be a
+manifest: otherwise whoever may edit a manifest could have composer read any file of the
+machine and quote it back key by key.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class _Session:
 
     variables: Variables
     types: ProviderTypes
+    roots: tuple[Path, ...]  # resolved folders an extends may lead into, the manifest's first
     errors: list[ManifestError] = field(default_factory=list)
     secrets: set[str] = field(default_factory=set)
     origins: dict[KeyPath, Origin] = field(default_factory=dict)
@@ -71,9 +77,22 @@ class _Session:
 
     # -- files
 
-    def read(self, display: str, file: Path) -> Map:
-        """One file as a located tree; fatal problems raise, others are collected."""
+    def read(self, display: str, file: Path, via: tuple[Scalar, str] | None = None) -> Map:
+        """One file as a located tree; fatal problems raise, others are collected.
+
+        A file reached by ``extends`` (``via``: its value and target) that is no mapping with
+        a manifest key is reported at that value as not a manifest, and nothing of what it
+        holds is shown: a base manifest is checked key by key, which would quote any file.
+        """
         tree, errors = read_yaml(display, file)
+        if via is not None and not (
+            isinstance(tree, Map) and any(key in _MANIFEST_KEYS for key in tree.items)
+        ):
+            node, target = via
+            raise node.mark.error(
+                f'extends: "{target}" is not a manifest (a base manifest is a mapping with '
+                f"{', '.join(_MANIFEST_KEYS[:-1])} or {_MANIFEST_KEYS[-1]})"
+            )
         self.errors.extend(errors)
         if not isinstance(tree, Map):
             kind = "a list" if isinstance(tree, Seq) else "a single value"
@@ -107,8 +126,9 @@ class _Session:
         """The file and everything it extends, the file first; cycles and gaps are located."""
         trees: list[Map] = []
         visited: list[tuple[Path, str]] = []
+        via: tuple[Scalar, str] | None = None
         while True:
-            tree = self.read(display, file)  # first: it reports a path that cannot be read
+            tree = self.read(display, file, via)  # first: it reports a path that cannot be read
             visited.append((file.resolve(), display))
             trees.append(tree)
             entry = tree.items.get("extends")
@@ -124,16 +144,28 @@ class _Session:
             )
             next_file = step if step.is_absolute() else file.parent / step
             try:
+                outside = not self.within_roots(next_file)
                 looped = any(seen == next_file.resolve() for seen, _ in visited)
-                reason = _unusable(next_file)
+                reason = None if outside else _unusable(next_file)
             except (OSError, ValueError) as e:  # a name too long, a NUL byte, a lone surrogate
-                looped, reason = False, getattr(e, "strerror", None) or str(e)
+                outside, looped, reason = False, False, getattr(e, "strerror", None) or str(e)
+            if outside:
+                raise node.mark.error(
+                    f'extends: "{target}" is outside "{self.roots[0]}", the folder of the '
+                    "manifest loaded (symlinks followed); a base elsewhere must be in a folder "
+                    f'listed in COMPOSER_EXTENDS_ROOTS (separated by "{os.pathsep}")'
+                )
             if looped:
                 cycle = " -> ".join([shown for _, shown in visited] + [next_display])
                 raise node.mark.error(f"extends cycle: {cycle}")
             if reason is not None:
                 raise node.mark.error(f'extends: cannot read "{target}": {reason}')
-            display, file = next_display, next_file
+            display, file, via = next_display, next_file, (node, target)
+
+    def within_roots(self, file: Path) -> bool:
+        """Whether ``file``, its symlinks followed, is inside one of ``roots``."""
+        real = file.resolve()
+        return any(real.is_relative_to(root) for root in self.roots)
 
     # -- variables
 
@@ -486,6 +518,10 @@ _PLACEHOLDERS = ("https://placeholder.invalid", "0", "false")
 number, a boolean (an unset variable in a plain string needs none)."""
 
 
+_MANIFEST_KEYS = tuple(field_names_by_key(Manifest))
+"""The top-level keys of a manifest: a file reached by extends holds at least one."""
+
+
 def _unusable(file: Path) -> str | None:
     """Why ``file`` cannot be a manifest, or None when it is a regular file."""
     if file.is_file():
@@ -590,7 +626,8 @@ def load_manifest(
             lookup = Variables(variables)
         else:
             lookup = settings.variables(environ, folder=Path(os.path.dirname(display) or "."))
-        session = _Session(lookup, types, read_variables=interpolate)
+        roots = (file.parent.resolve(), *(r.resolve() for r in settings.extends_folders))
+        session = _Session(lookup, types, roots, read_variables=interpolate)
         with _without_cyclic_gc():
             manifest = _load(session, display, file)
     except (ManifestError, SettingsError):  # a secret file that cannot be read is a setting

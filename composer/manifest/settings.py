@@ -158,7 +158,8 @@ class _SecretsSource(SecretsSettingsSource):
 
 
 class ComposerSettings(BaseSettings):
-    """``COMPOSER_MANIFEST``, ``COMPOSER_ENV``, ``COMPOSER_ENV_FILE``, ``COMPOSER_SECRETS_DIR``."""
+    """``COMPOSER_MANIFEST``, ``COMPOSER_ENV``, ``COMPOSER_ENV_FILE``, ``COMPOSER_SECRETS_DIR``,
+    ``COMPOSER_EXTENDS_ROOTS``."""
 
     model_config = SettingsConfigDict(env_prefix="COMPOSER_", extra="ignore")
 
@@ -171,6 +172,16 @@ class ComposerSettings(BaseSettings):
     working directory; ``${VAR}`` from ``.env`` beside the manifest, unless this is set."""
     secrets_dir: Path | None = None
     """A directory holding one file per secret variable (e.g. ``/run/secrets``)."""
+    extends_roots: str | None = None
+    """Folders, separated by ``os.pathsep``, where an ``extends`` may also lead; by default it
+    stays within the folder of the manifest loaded (whoever edits a manifest then cannot have
+    composer read, and report on, any other file of the machine)."""
+
+    @property
+    def extends_folders(self) -> tuple[Path, ...]:
+        """``extends_roots`` as paths, empty entries left out."""
+        entries = (self.extends_roots or "").split(os.pathsep)
+        return tuple(Path(entry).expanduser() for entry in entries if entry.strip())
 
     @classmethod
     def settings_customise_sources(

@@ -7,6 +7,12 @@ the one registries are built from. A broken edit changes nothing that serves: th
 in ``error`` (a located ``ManifestError``), ``failures`` counts it, and the last good manifest
 goes on. Prometheus and Envoy treat a configuration reload the same way.
 
+A change is loaded only once it has settled: the inputs' digests are read again ``settle_s``
+later and must agree, so a file caught half-written (whose first part may well be a valid
+manifest, one that still enables a provider the rest disables) is never served. Once file
+events are armed, the digests are checked again: an edit that landed while ``start`` loaded
+the manifest raised no event, and would otherwise wait for the next edit.
+
 A branch follows the watcher through a ``WatchedRegistry`` (``watcher.attach(branch)``): each
 turn gathers with the registry of the manifest that was current when the turn began, so a
 branch switches between turns, never during one, and never sees a manifest that is not wholly
@@ -49,6 +55,9 @@ logger = logging.getLogger(__name__)
 
 WatchMode = Literal["auto", "events", "poll"]
 
+_SETTLE_ROUNDS = 50  # reads while a file keeps changing; then the next event or poll looks again
+_EVENTS_TIMEOUT_MS = 500  # the watch thread returns this often; its first return arms the check
+
 
 class _Loaded:
     """One good load: the manifest, its generation, and how many registries use it."""
@@ -70,6 +79,11 @@ class ManifestWatcher:
     each ``poll_s`` seconds), or ``auto`` (events where watchfiles is installed). With
     ``warm_up`` a new manifest builds its indexes before it serves.
 
+    ``settle_s`` (default 0.2 s) is how long a change must stay the same before it is loaded:
+    the digests are read twice that far apart, until two reads agree. A writer that pauses
+    longer than that mid-file is still seen half-way: deploy by writing a new file and
+    renaming it over the old one. 0 loads a change on its first read.
+
     ``await start()`` loads the manifest (its error is raised: there is nothing to serve yet)
     and begins watching; ``await aclose()`` stops and closes every manifest it loaded. Also an
     async context manager.
@@ -85,6 +99,7 @@ class ManifestWatcher:
         watch: WatchMode = "auto",
         poll_s: float = 1.0,
         debounce_s: float = 0.05,
+        settle_s: float = 0.2,
         warm_up: bool = True,
     ) -> None:
         self.path = path
@@ -94,6 +109,7 @@ class ManifestWatcher:
         self._mode: WatchMode = watch
         self._poll_s = poll_s
         self._debounce_s = debounce_s
+        self._settle_s = settle_s
         self._warm_up = warm_up
         self._current: _Loaded | None = None
         self._inputs = Inputs(frozenset())
@@ -213,6 +229,10 @@ class ManifestWatcher:
             before = await asyncio.to_thread(snapshot, inputs)
             if before == self._seen:
                 return False
+            settled = await self._settled(inputs, before)
+            if settled is None or settled == self._seen:
+                return False  # still being written (seen again later), or back as it was
+            before = settled
             manifest: Manifest | None = None
             try:
                 manifest = await asyncio.to_thread(self._load)
@@ -227,6 +247,19 @@ class ManifestWatcher:
             self._publish(manifest)
             self.reloads += 1
             return True
+
+    async def _settled(self, inputs: Inputs, digests: Digests) -> Digests | None:
+        """``digests`` once a read ``settle_s`` later agrees with the one before it; None when
+        the inputs were still changing after ``_SETTLE_ROUNDS`` reads."""
+        if self._settle_s <= 0:
+            return digests
+        for _ in range(_SETTLE_ROUNDS):
+            await asyncio.sleep(self._settle_s)
+            again = await asyncio.to_thread(snapshot, inputs)
+            if again == digests:
+                return digests
+            digests = again
+        return None
 
     def _load(self) -> Manifest:
         return load_manifest(self.path, env=self.env, environ=self._environ, types=self._types)
@@ -384,16 +417,22 @@ class ManifestWatcher:
         assert self._stop is not None
         while not self._stop.is_set():
             folders = self._inputs.directories
-            async for _ in watchfiles.awatch(
+            armed = False
+            async for changes in watchfiles.awatch(
                 *folders,
                 watch_filter=None,
                 debounce=max(1, int(self._debounce_s * 1000)),
                 step=max(1, min(50, int(self._debounce_s * 500))),
                 stop_event=self._stop,
+                rust_timeout=_EVENTS_TIMEOUT_MS,
+                yield_on_timeout=True,
                 recursive=False,
-                raise_interrupt=False,
             ):
-                await self._checked()
+                if changes or not armed:
+                    # The first yield comes once the events are armed: what changed before
+                    # (during start, or in a folder not watched until now) raised none.
+                    armed = True
+                    await self._checked()
                 if self._inputs.directories != folders:
                     break  # the manifest now extends a file elsewhere: watch there too
 

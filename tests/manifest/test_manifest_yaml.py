@@ -115,8 +115,9 @@ def test_an_overlay_path_is_relative_to_the_overlay(
 ) -> None:
     write("team/base.yaml", PROBE + "    root: corpus\n")
     write("env/prod.yaml", "extends: ../team/base.yaml\nproviders:\n  - name: p\n    root: data\n")
+    environ = {"COMPOSER_EXTENDS_ROOTS": str(tmp_path / "team")}  # a sibling folder: allowed
     config = cast(
-        "ProbeConfig", load_manifest("env/prod.yaml", environ={}, types=types).providers[0]
+        "ProbeConfig", load_manifest("env/prod.yaml", environ=environ, types=types).providers[0]
     )
     assert config.root == tmp_path / "env" / "data"
 

@@ -101,7 +101,10 @@ async def test_reloads_under_load_keep_every_turn_whole(tmp_path: Path, status_u
     await asyncio.sleep(0.1)
     before = descriptors()
 
-    watcher = composer.ManifestWatcher(tmp_path, env="dev", watch="poll", poll_s=0.01)
+    # Each edit is renamed into place whole: a short settle delay keeps 100 reloads quick.
+    watcher = composer.ManifestWatcher(
+        tmp_path, env="dev", watch="poll", poll_s=0.01, settle_s=0.02
+    )
     await watcher.start()
     seen: set[int] = set()
     problems: list[str] = []

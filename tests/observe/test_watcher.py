@@ -50,7 +50,40 @@ def build_gate(config: GateConfig, context: BuildContext) -> Gate:
     return Gate(config)
 
 
-TYPES = ProviderTypes([ProviderType("gate", GateConfig, build_gate), static_type])
+class EditConfig(ProviderConfig):
+    type: Literal["edit"] = "edit"
+
+
+class EditOnWarmUp:
+    """Rewrites the manifest while the watcher warms up its first load: an edit that lands
+    inside ``start()``, after the digests were read and before file events are armed."""
+
+    edit: tuple[Path, str] | None = None
+
+    def __init__(self, config: EditConfig) -> None:
+        pass
+
+    async def provide(self, branch: Any, instruction: Any) -> str:
+        return "stale"
+
+    async def warm_up(self, progress: Any = None) -> None:
+        if EditOnWarmUp.edit is not None:
+            path, text = EditOnWarmUp.edit
+            EditOnWarmUp.edit = None
+            path.write_text(text)
+
+
+def build_edit(config: EditConfig, context: BuildContext) -> EditOnWarmUp:
+    return EditOnWarmUp(config)
+
+
+TYPES = ProviderTypes(
+    [
+        ProviderType("gate", GateConfig, build_gate),
+        ProviderType("edit", EditConfig, build_edit),
+        static_type,
+    ]
+)
 
 
 async def eventually(test: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
@@ -269,6 +302,81 @@ async def test_the_watch_notices_an_edit_by_itself(
         path.write_text("version: [\n")
         await eventually(lambda: watcher.failures == 1, f"the broken edit seen by {mode}")
         assert await blocks(branch) == ["two"]
+        assert watcher.watching == mode  # events did not fall back to polling
+
+
+@pytest.mark.parametrize("mode", ["events", "poll"])
+async def test_an_edit_made_while_start_runs_is_loaded(
+    tmp_path: Path, mode: Literal["events", "poll"]
+) -> None:
+    """A fix deployed while the process restarts: written after ``start()`` read the digests,
+    before file events were armed, so no event ever reports it."""
+    if mode == "events":
+        pytest.importorskip("watchfiles", reason="the watch extra is not installed")
+    path = write(tmp_path / "m.yaml", "version: 1\nproviders:\n  - {name: e, type: edit}\n")
+    EditOnWarmUp.edit = (path, static("fixed"))
+    async with composer.ManifestWatcher(
+        path, types=TYPES, watch=mode, poll_s=0.05, debounce_s=0.05, settle_s=0.05
+    ) as watcher:
+        assert EditOnWarmUp.edit is None  # the edit was made inside start()
+        assert watcher.generation == 1
+        await eventually(lambda: watcher.generation == 2, f"the edit loaded by {mode}", 10)
+        branch = composer.Branch("sys\n")
+        watcher.attach(branch)
+        assert await blocks(branch) == ["fixed"]
+        assert watcher.watching == mode
+
+
+HALF = "version: 1\nproviders:\n  - name: risky\n    type: static\n    text: half\n"
+REST = "    enabled: false\n  - {name: safe, type: static, text: whole}\n"
+
+
+@pytest.mark.parametrize("mode", ["events", "poll"])
+async def test_a_file_caught_half_written_is_never_served(
+    tmp_path: Path, mode: Literal["events", "poll"]
+) -> None:
+    """The first part alone is a valid manifest that enables ``risky``; the whole file
+    disables it. The writer pauses mid-file for less than the settle delay."""
+    if mode == "events":
+        pytest.importorskip("watchfiles", reason="the watch extra is not installed")
+    settle, pause = 0.5, 0.1
+    path = write(tmp_path / "m.yaml", static("one"))
+    served: list[list[str]] = []
+    done = asyncio.Event()
+
+    def write_in_two_parts() -> float:
+        with path.open("w") as file:
+            file.write(HALF)
+            file.flush()
+            started = time.monotonic()
+            time.sleep(pause)
+            file.write(REST)
+            return time.monotonic() - started
+
+    async with composer.ManifestWatcher(
+        path, watch=mode, poll_s=0.02, debounce_s=0.02, settle_s=settle
+    ) as watcher:
+
+        async def sample() -> None:
+            while not done.is_set():
+                served.append(
+                    [getattr(p, "text", "") for p in watcher.manifest.providers if p.enabled]
+                )
+                await asyncio.sleep(0.002)
+
+        sampler = asyncio.ensure_future(sample())
+        await asyncio.sleep(0.2)  # the watch is set up
+        paused = await asyncio.to_thread(write_in_two_parts)
+        await eventually(lambda: watcher.generation == 2, f"the whole file loaded by {mode}")
+        await asyncio.sleep(0.05)
+        done.set()
+        await sampler
+        assert paused < settle, "the writer paused longer than the settle delay"
+        assert (watcher.reloads, watcher.failures) == (1, 0)  # neither half nor empty loaded
+        assert ["half"] not in served
+        assert served[0] == ["one"]
+        assert served[-1] == ["whole"]
+        assert watcher.watching == mode
 
 
 async def test_aclose_stops_watching_and_closes_every_manifest(tmp_path: Path) -> None:
