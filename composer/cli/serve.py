@@ -140,15 +140,11 @@ def run_serve(args: argparse.Namespace, output: Output) -> int:
 
 def _principals(args: argparse.Namespace) -> tuple[Any, str | None]:
     """The principals file's ``Principals`` (or None) and the single token (or None)."""
-    from composer.errors import ManifestError, ServeError
     from composer.serve.auth import load_token
     from composer.serve.principals import load_principals
 
     if args.principals is not None:
-        try:
-            return load_principals(args.principals), None
-        except ManifestError as e:
-            raise ServeError(f"principals file:\n{e}") from e
+        return load_principals(args.principals), None
     if args.mcp_stdio:
         return None, None
     return None, load_token(variable=args.token_var, file=args.token_file)
