@@ -85,7 +85,11 @@ def add_serve(subparsers: Any) -> None:
         metavar="SECONDS",
         help="drop a branch after this long without a turn (3600)",
     )
-    parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log every request: address, method, path, status, principal, time",
+    )
     parser.set_defaults(run=run_serve)
 
 
@@ -176,9 +180,12 @@ def _serve_http(
         rate=args.rate_limit,
         burst=max(1, int(args.rate_limit * 2)),
         host=args.host,
+        access_log=args.access_log,
     )
     app = create_app(service, options)
     sock = bind(args.host, args.port)
+    if args.access_log:
+        _log_access_to(output, service.manifest.redact)
 
     def started(url: str) -> None:
         if principals is not None:
@@ -188,4 +195,22 @@ def _serve_http(
         output.print(f"composer serve: listening on {url} ({guard}); MCP at {url}/mcp")
         output.out.flush()
 
-    serve(app, sock, access_log=args.access_log, started=started)
+    serve(app, sock, started=started)
+
+
+def _log_access_to(output: Output, redact: Any) -> None:
+    """Print the access log's lines (``composer.serve.access``, INFO) on stderr, masked."""
+    import logging
+
+    class AccessLines(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                print(redact(f"composer: access: {record.getMessage()}"), file=output.err)
+                output.err.flush()
+            except Exception:
+                self.handleError(record)
+
+    access = logging.getLogger("composer.serve.access")
+    access.setLevel(logging.INFO)
+    access.propagate = False
+    access.addHandler(AccessLines(logging.INFO))

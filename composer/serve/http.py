@@ -31,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from composer.errors import RequestRefused
+from composer.serve.access import AccessLog
 from composer.serve.auth import BearerAuth, principal_of
 from composer.serve.limits import RateLimit, read_body
 from composer.serve.models import BRANCH_ID_PATTERN, TurnRequest, WritebackRequest
@@ -66,6 +67,8 @@ class ServeOptions:
     """Serve MCP over streamable HTTP at ``/mcp`` as well."""
     host: str = "127.0.0.1"
     """The address listened on: the MCP transport's DNS-rebinding guard depends on it."""
+    access_log: bool = False
+    """Log one line per request with its principal (``composer.serve.access``)."""
 
 
 def create_app(service: ContextService, options: ServeOptions | None = None) -> Starlette:
@@ -150,6 +153,8 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
                 await asyncio.gather(warming, return_exceptions=True)
 
     middleware: list[Middleware] = []
+    if options.access_log:
+        middleware.append(Middleware(AccessLog))
     if options.rate > 0:
         middleware.append(
             Middleware(RateLimit, rate=options.rate, burst=options.burst, exempt=OPEN_PATHS)

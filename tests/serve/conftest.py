@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -58,13 +59,18 @@ def stop(process: subprocess.Popen[str]) -> int:
 
 
 def start_serve(
-    args: Sequence[str], *, env: dict[str, str] | None = None, wait_ready: bool = True
+    args: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    wait_ready: bool = True,
+    stderr: IO[str] | None = None,
 ) -> Server:
-    """``composer serve ARGS --port 0`` in a new process, once it answers ``/healthz``."""
+    """``composer serve ARGS --port 0`` in a new process, once it answers ``/healthz``;
+    its stderr to ``stderr`` (else the test's)."""
     process = subprocess.Popen(
         [PYTHON, "-m", "composer", "serve", *args, "--host", "127.0.0.1", "--port", "0"],
         stdout=subprocess.PIPE,
-        stderr=None,
+        stderr=stderr,
         text=True,
         env={**os.environ, **(env or {})},
         cwd=ROOT,

@@ -191,6 +191,26 @@ async def test_a_stdio_server_is_one_principal_of_the_file(tmp_path: Path) -> No
     assert posing.is_error
 
 
+def test_the_access_log_names_the_principal_never_its_token(tmp_path: Path) -> None:
+    manifest, principals = files(tmp_path)
+    log = tmp_path / "stderr.log"
+    with log.open("w") as stderr:
+        server = start_serve(
+            [str(manifest), "--principals", str(principals), "--access-log"],
+            env={"TEAM_A_TOKEN": TOKENS["a"]},
+            stderr=stderr,
+        )
+        try:
+            httpx.post(f"{server.url}/v1/turns", json=turn_body("x", "hi"), headers=as_team("b"))
+            httpx.post(f"{server.url}/v1/turns", json=turn_body("x", "hi"))
+        finally:
+            assert server.stop() == 0
+    lines = log.read_text().splitlines()
+    assert any("POST /v1/turns 200 principal=team-b" in line for line in lines), lines
+    assert any("POST /v1/turns 401 principal=-" in line for line in lines), lines
+    assert all(token not in line for line in lines for token in TOKENS.values())
+
+
 def test_serving_a_shared_store_split_by_client_metadata_needs_principals(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
