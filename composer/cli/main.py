@@ -841,6 +841,7 @@ examples:
 environment:
   COMPOSER_MANIFEST, COMPOSER_ENV   default MANIFEST and --env
   COMPOSER_ENV_FILE, COMPOSER_SECRETS_DIR   where ${VAR} is also looked up
+  COMPOSER_EXTENDS_ROOTS            folders extends may also reach (beyond the manifest's)
   NO_COLOR                          plain output even on a terminal
 
 'composer COMMAND --help' describes each command.

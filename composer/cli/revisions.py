@@ -3,7 +3,7 @@
 The folder (with everything under it: overlays, a corpus, a JSONL file) is exported from git
 into a temporary directory with ``git archive`` and read from there like any folder; nothing
 in the working tree or the repository changes. A base outside the folder (``extends:
-../shared/base.yaml``) is not exported and reads as missing.
+../shared/base.yaml``) is refused as outside it, as it is for any load.
 """
 
 from __future__ import annotations

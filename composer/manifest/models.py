@@ -169,9 +169,10 @@ class CacheConfig(StrictModel):
     key: Template | None = Field(
         None,
         description=(
-            "What makes two turns the same for this provider (a template). Default: the "
-            "provider's own rendered query or request where it has one, else the instruction "
-            "and the branch's name and metadata."
+            "What makes two turns the same for this provider (a template), narrowing the "
+            "default: the provider's rendered query or request (else the instruction and the "
+            "branch's name and metadata) plus every part of the turn its templates read. "
+            "Always added: the provider's configuration, the manifest and the principal."
         ),
     )
     max_entries: int = Field(
@@ -243,8 +244,8 @@ class RedisCacheConfig(StrictModel):
     prefix: str = Field(
         "composer:",
         description=(
-            "Start of every key (then the provider name): give each manifest and environment "
-            "its own."
+            "Start of every key, followed by a digest of the provider's configuration and "
+            "manifest, so manifests, environments and versions never share an entry."
         ),
     )
     timeout_s: float = Field(
@@ -381,7 +382,11 @@ class Manifest(StrictModel):
         description="Total tokens of injected context per turn (ADR-0008 D3).",
     )
     extends: str | None = Field(
-        None, description="A base manifest this one overlays, relative to this file."
+        None,
+        description=(
+            "A base manifest this one overlays, relative to this file; within the folder of "
+            "the manifest loaded unless COMPOSER_EXTENDS_ROOTS lists its folder."
+        ),
     )
     providers: list[SerializeAsAny[ProviderConfig]] = Field(default_factory=list)
     runtime: RuntimeConfig = Field(
