@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextResourceContents
@@ -125,11 +127,73 @@ def test_over_http_team_b_reaches_none_of_team_as_items_or_blocks(shared_server:
     assert (nobody.status_code, wrong.status_code) == (401, 401)
 
 
+B_REQUESTS = st.lists(
+    st.tuples(
+        st.sampled_from(["turn", "writeback"]),
+        st.sampled_from(["inc-1", "mcp", "a-only", "b-own"]),
+        st.one_of(
+            st.none(),
+            st.dictionaries(
+                st.sampled_from(["team", "user"]), st.sampled_from(["a", "b", "", 0]), max_size=2
+            ),
+        ),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+def test_over_http_no_request_sequence_of_team_b_reaches_team_a(shared_server: Server) -> None:
+    """A property over the real server: team b's turns and writebacks, with any branch id and
+    any metadata, never read team a's items or blocks and never write where team a reads."""
+    with httpx.Client(base_url=shared_server.url, timeout=60) as client:
+        kept = client.post(
+            "/v1/branches/a-only/writeback",
+            json={"action_responses": [SECRET + " (property)"], "branch": {}},
+            headers=as_team("a"),
+        )
+        assert kept.status_code == 200
+
+        @settings(
+            max_examples=25,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+            database=None,
+        )
+        @given(B_REQUESTS)
+        def team_b_acts(requests: list[tuple[str, str, dict[str, Any] | None]]) -> None:
+            for kind, branch, metadata in requests:
+                if kind == "turn":
+                    answer = client.post(
+                        "/v1/turns",
+                        json=turn_body(branch, "password", **(metadata or {})),
+                        headers=as_team("b"),
+                    )
+                    assert answer.status_code in (200, 403), answer.text
+                    assert "SECRET-A" not in answer.text
+                    assert "Team notes for a" not in answer.text
+                else:
+                    body: dict[str, Any] = {"action_responses": ["POISON for team a"]}
+                    if metadata is not None:
+                        body["branch"] = {"metadata": metadata}
+                    answer = client.post(
+                        f"/v1/branches/{branch}/writeback", json=body, headers=as_team("b")
+                    )
+                    assert answer.status_code in (200, 403, 409), answer.text
+            seen = client.post(
+                "/v1/turns", json=turn_body("a-only", "password"), headers=as_team("a")
+            )
+            assert "POISON" not in seen.text
+            assert SECRET in seen.text
+
+        team_b_acts()
+
+
 async def test_over_mcp_a_principal_sees_only_its_own_branches(shared_server: Server) -> None:
     """The resource template reads the caller's branches; metadata is bound as over HTTP."""
     httpx.post(
         f"{shared_server.url}/v1/turns",
-        json=turn_body("mcp-shared", "password"),
+        json=turn_body("mcp-private", "password"),
         headers=as_team("a"),
         timeout=60,
     )
@@ -138,19 +202,19 @@ async def test_over_mcp_a_principal_sees_only_its_own_branches(shared_server: Se
         Client(streamable_http_client(f"{shared_server.url}/mcp", http_client=http)) as client,
     ):
         with pytest.raises(MCPError, match="no composed turn yet"):
-            await client.read_resource("composer://branches/mcp-shared/context")
+            await client.read_resource("composer://branches/mcp-private/context")
         posing = await client.call_tool(
             "preview_turn",
-            {"instruction": "password", "branch": "mcp-shared", "metadata": {"team": "a"}},
+            {"instruction": "password", "branch": "mcp-private", "metadata": {"team": "a"}},
         )
         own = await client.call_tool(
-            "preview_turn", {"instruction": "password", "branch": "mcp-shared"}
+            "preview_turn", {"instruction": "password", "branch": "mcp-private"}
         )
         prompt = await client.get_prompt(
             "compose",
-            {"instruction": "password", "branch": "mcp-shared", "metadata": '{"team": "b"}'},
+            {"instruction": "password", "branch": "mcp-private", "metadata": '{"team": "b"}'},
         )
-        read = await client.read_resource("composer://branches/mcp-shared/context")
+        read = await client.read_resource("composer://branches/mcp-private/context")
     assert posing.is_error
     assert "bound to principal 'team-b'" in str(posing.content)
     assert not own.is_error
