@@ -235,7 +235,7 @@ class AuditLog:
         except OSError as e:
             if e.errno == errno.ELOOP:
                 raise OSError(e.errno, "a symbolic link: refused") from None
-            if e.errno == errno.ENXIO:  # a FIFO with no reader, a socket
+            if e.errno == errno.ENXIO:  # a socket (or, where O_RDWR waits, a FIFO)
                 raise OSError(e.errno, "not a regular file: refused") from None
             raise
         try:
@@ -270,6 +270,8 @@ class AuditLog:
     # -- counting and warning
 
     def _count(self, kind: str, n: int) -> None:
+        if not n:
+            return
         setattr(self, kind, getattr(self, kind) + n)
         if self.on_count is not None:
             try:

@@ -248,7 +248,7 @@ def snapshot(
         report.budget,
         report.tokens_used,
         tuple([(o[1], o[2], o[3], o[4], o[5]) for o in outcomes]),
-        tuple(report.blocks) if keep else tuple([sha256(b) for b in report.blocks]),
+        tuple(report.blocks) if keep else _digests(report.blocks),
         str(getattr(branch, "id", "")),
         getattr(branch, "name", None),
         system if isinstance(system, str) else None,
@@ -260,13 +260,13 @@ def snapshot(
 
 
 def weight(turn: Snapshot) -> int:
-    """About how many bytes a queued snapshot holds: its texts, errors and a fixed part."""
-    outcomes, blocks, system, text, guidance = turn[4], turn[5], turn[8], turn[9], turn[10]
-    size = 256 + 128 * len(outcomes) + sum([len(b) for b in blocks])
-    size += sum([len(o[4]) for o in outcomes if o[4] is not None])
-    for part in (system, text, guidance):
-        if type(part) is str:
-            size += len(part)
+    """About how many bytes a queued snapshot holds: its parts, its error messages, and the
+    texts kept with keep_text (without it, digests: mostly the memo's own strings)."""
+    outcomes = turn[4]
+    size = 256 + 128 * len(outcomes) + sum([len(o[4]) for o in outcomes if o[4]])
+    if turn[12].keep_text:
+        size += sum([len(b) for b in turn[5]])
+        size += sum([len(part) for part in turn[8:11] if part is not None])
     return size
 
 
@@ -328,6 +328,12 @@ turn's instruction alive (4,096 of 1 MB each took a server to 4 GB)."""
 _DIGESTS: dict[str, str] = {}
 _DIGESTS_KEPT = 2048  # at most 16 Mi characters of keys, whatever the turns send
 _ENTRIES_KEPT = 1024
+
+
+def _digests(texts: Sequence[str]) -> tuple[str, ...]:
+    """``sha256`` of each text, the memo read inline (a static block is a hit every turn)."""
+    get = _DIGESTS.get
+    return tuple([(len(t) <= _MEMO_CHARS and get(t)) or sha256(t) for t in texts])
 
 
 def sha256(text: str) -> str:
