@@ -324,7 +324,7 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 _MEMO_CHARS = 8192
 """The longest text (and provider entry) remembered: a memo of long texts would keep every
-turn's instruction alive (4,096 of 1 MB each took a server to 4 GB)."""
+turn's instruction alive (1,500 turns of 0.9 MB took a server from 78 MiB to 1.44 GiB)."""
 _DIGESTS: dict[str, str] = {}
 _DIGESTS_KEPT = 2048  # at most 16 Mi characters of keys, whatever the turns send
 _ENTRIES_KEPT = 1024
