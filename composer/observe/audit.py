@@ -1,15 +1,22 @@
 """The audit log's writer: a bounded queue and one thread per file, so a turn never waits on a disk.
 
-A turn appends its snapshot (``record.snapshot``) to the queue (``put`` never blocks: when the queue is full the
-line is dropped and counted) and, if the writer sleeps, wakes it. The writer then lingers
-``LINGER_S`` so that the lines of many turns are made and written together: it wakes a few
-times a second under load, not once per turn, and so takes the interpreter from the turns as
-little as it can. It makes each snapshot's JSON line, appends them to the file (opened
-``O_APPEND``, mode 0600, since lines may hold text), and rotates the file before a line would
-take it past ``max_bytes`` (``turns.jsonl`` -> ``turns.jsonl.1`` -> ... -> ``.N``, the oldest
-deleted). A failure to open, write or rotate (a full disk, a missing folder, no permission)
-loses those lines, counts them in ``failed``, and logs a warning (at most one a minute per
-kind of failure, masked); the next batch tries again. Nothing here raises into a turn.
+A turn appends its snapshot (``record.snapshot``) to the queue (``put`` never blocks: when the
+queue is full, in lines or in bytes, the line is dropped and counted) and, if the writer
+sleeps, wakes it. The writer then lingers ``LINGER_S`` so that the lines of many turns are
+made and written together: it wakes a few times a second under load, not once per turn, and so
+takes the interpreter from the turns as little as it can. It makes the snapshots' JSON lines,
+about ``BATCH_BYTES`` at a time, appends them to the file, and rotates the file before a line
+would take it past ``max_bytes`` (``turns.jsonl`` -> ``turns.jsonl.1`` -> ... -> ``.N``, the
+oldest deleted).
+
+The path is opened ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular file of this process's
+user: a planted symlink, a FIFO (which would block ``open`` until a reader came), a device or
+another user's file is refused, and the file is made 0600 (lines may hold text). A short write
+(a nearly full disk) is cut back to the end of the last whole line, so a torn line never glues
+onto the next one; ``written`` counts the lines that reached the file. A refusal or a failure
+to open, write or rotate (a full disk, a missing folder, no permission) loses those lines,
+counts them in ``failed``, and logs a warning (at most one a minute per kind of failure,
+masked); the next batch tries again. Nothing here raises into a turn.
 
 One ``AuditLog`` serves one path in this process, whatever number of loaded manifests write to
 it (``open_audit_log`` counts its users), so a reload never puts two writers on one file.
@@ -32,12 +39,23 @@ from typing import Any
 
 __all__ = ["AuditLog", "open_audit_log", "release_audit_log"]
 
-from composer.observe.record import json_line
+from composer.observe.record import json_line, weight
 
 logger = logging.getLogger(__name__)
 
 LINGER_S = 0.05
 """How long the writer waits, once woken, for more lines to write together."""
+
+QUEUE_BYTES = 64 * 1024 * 1024
+"""What the queued snapshots may hold in all (their texts, with keep_text), past which a turn's
+line is dropped: the queue's ``queue_size`` lines alone would let 10,000 long turns pile up."""
+
+BATCH_BYTES = 1024 * 1024
+"""About how much the writer makes into lines before it writes them."""
+
+_OPEN_FLAGS = (
+    os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+)  # read: to see whether the file ends mid-line
 
 _WARN_EVERY_S = 60.0
 _YIELD_S = 0.0005  # the longest the writer makes lines before it lets a turn run
@@ -57,12 +75,15 @@ class AuditLog:
         max_bytes: int,
         backups: int,
         queue_size: int,
+        queue_bytes: int = QUEUE_BYTES,
         redact: Callable[[str], str] | None = None,
         on_count: Callable[[str, int], None] | None = None,
         encode: Callable[[Any], bytes] = json_line,
+        weigh: Callable[[Any], int] = weight,
     ) -> None:
         self.path = path
         self._encode = encode
+        self._weigh = weigh
         self.max_bytes = max_bytes
         self.backups = backups
         self.written = 0
@@ -71,12 +92,14 @@ class AuditLog:
         self.on_count = on_count
         self._redact = redact
         self._capacity = queue_size
-        self._pending: deque[Any] = deque()
+        self._capacity_bytes = queue_bytes
+        self._pending: deque[tuple[int, Any]] = deque()  # (weight, snapshot)
+        self._held = 0  # the weights of the queued snapshots
+        self._held_lock = threading.Lock()  # turns of several threads may put at once
         self._wake = threading.Event()
         self._busy = False  # the writer holds lines it took from the queue
         self._fd: int | None = None
         self._size = 0
-        self._regular = True  # a regular file is rotated; /dev/stdout or a FIFO is not
         self._closed = False
         self._lock = threading.Lock()  # starting and stopping the thread
         self._thread: threading.Thread | None = None
@@ -89,11 +112,19 @@ class AuditLog:
         if self._closed:
             self._count("dropped", 1)
             return
-        if len(self._pending) >= self._capacity:
+        try:
+            size = self._weigh(snapshot)
+        except Exception:
+            size = 0
+        with self._held_lock:
+            full = len(self._pending) >= self._capacity or self._held + size > self._capacity_bytes
+            if not full:
+                self._held += size
+                self._pending.append((size, snapshot))
+        if full:
             self._count("dropped", 1)
             self._warn("full", f"audit log {self.path}: queue full, a turn's line was dropped")
             return
-        self._pending.append(snapshot)  # atomic: no lock on the turn's path
         if not self._wake.is_set():
             if self._thread is None:
                 self._start()
@@ -116,70 +147,112 @@ class AuditLog:
                 time.sleep(LINGER_S)
             self._wake.clear()  # a put after this wakes the next round
             self._busy = True
-            lines: list[bytes] = []
-            offered = time.perf_counter()
             while self._pending:
-                snapshot = self._pending.popleft()
-                try:
-                    lines.append(self._encode(snapshot))
-                except Exception as e:  # a snapshot that cannot be written is one lost line
-                    self._count("failed", 1)
-                    self._warn("encode", f"audit log {self.path}: a line could not be made: {e!r}")
-                if time.perf_counter() - offered > _YIELD_S:
-                    time.sleep(0)  # offer the interpreter back: a waiting turn goes first
-                    offered = time.perf_counter()
-            if lines:
-                self._write(lines)
+                self._write_batch()
             self._busy = False
             if self._closed and not self._pending:
                 break
         self._close_fd()
 
+    def _write_batch(self) -> None:
+        """Make the lines of queued snapshots, up to about ``BATCH_BYTES``, and write them."""
+        lines: list[bytes] = []
+        size = 0
+        offered = time.perf_counter()
+        while self._pending and size < BATCH_BYTES:
+            held, snapshot = self._pending.popleft()
+            with self._held_lock:
+                self._held -= held
+            try:
+                lines.append(self._encode(snapshot))
+                size += len(lines[-1])
+            except Exception as e:  # a snapshot that cannot be written is one lost line
+                self._count("failed", 1)
+                self._warn("encode", f"audit log {self.path}: a line could not be made: {e!r}")
+            del snapshot
+            if time.perf_counter() - offered > _YIELD_S:
+                time.sleep(0)  # offer the interpreter back: a waiting turn goes first
+                offered = time.perf_counter()
+        if lines:
+            self._write(lines)
+
     def _write(self, lines: list[bytes]) -> None:
         """Append ``lines``, rotating first wherever the next would pass ``max_bytes``."""
-        done = 0
+        before = self.written
         try:
             self._open()
             chunk: list[bytes] = []
             size = 0
             for line in lines:
                 held = self._size + size  # a line longer than max_bytes still goes, alone
-                if self._regular and held and held + len(line) > self.max_bytes:
-                    done += self._append(chunk)
+                if held and held + len(line) > self.max_bytes:
+                    self._append(chunk)
                     chunk, size = [], 0
                     self._close_fd()
                     self._rotate()
                     self._open()
                 chunk.append(line)
                 size += len(line)
-            done += self._append(chunk)
+            self._append(chunk)
         except OSError as e:
             self._close_fd()
-            self._count("failed", len(lines) - done)
+            lost = len(lines) - (self.written - before)
+            self._count("failed", lost)
             kind = errno.errorcode.get(e.errno or 0, type(e).__name__)
-            lost = len(lines) - done
             self._warn(kind, f"audit log {self.path}: {lost} lines lost: {e.strerror or e}")
-        if done:
-            self._count("written", done)
 
-    def _append(self, lines: list[bytes]) -> int:
-        """Write ``lines`` whole (a short write is continued); how many were written."""
+    def _append(self, lines: list[bytes]) -> None:
+        """Write ``lines`` and count them written; a short write is continued, and on an error
+        the file is cut back to the end of the last whole line, which alone are counted."""
         assert self._fd is not None
-        view = memoryview(b"".join(lines))
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-            self._size += written
-        return len(lines)
+        data = b"".join(lines)
+        view = memoryview(data)
+        start, sent = self._size, 0
+        try:
+            while sent < len(data):
+                sent += os.write(self._fd, view[sent:])
+        except OSError:
+            whole = data.rfind(b"\n", 0, sent) + 1
+            if whole < sent:
+                with contextlib.suppress(OSError):  # if not, the next open ends the torn line
+                    os.ftruncate(self._fd, start + whole)
+            self._size = start + whole
+            self._count("written", data.count(b"\n", 0, whole))
+            raise
+        finally:
+            view.release()
+        self._size = start + sent
+        self._count("written", len(lines))
 
     def _open(self) -> None:
-        if self._fd is None:
-            self._fd = os.open(
-                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
-            )
-            info = os.fstat(self._fd)
-            self._regular = stat.S_ISREG(info.st_mode)
-            self._size = info.st_size
+        """Open the path for appending, or raise: refused unless it is a regular file of this
+        process's user (a FIFO's ``open`` would block, a symlink or another user's file
+        would take the lines elsewhere); made 0600; a torn last line is ended first."""
+        if self._fd is not None:
+            return
+        try:
+            fd = os.open(self.path, _OPEN_FLAGS, 0o600)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OSError(e.errno, "a symbolic link: refused") from None
+            if e.errno == errno.ENXIO:  # a socket (or, where O_RDWR waits, a FIFO)
+                raise OSError(e.errno, "not a regular file: refused") from None
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file: refused")
+            if info.st_uid != os.geteuid():
+                raise OSError(errno.EPERM, f"owned by uid {info.st_uid}, not this user: refused")
+            if stat.S_IMODE(info.st_mode) != 0o600:
+                os.fchmod(fd, 0o600)
+            if info.st_size and os.pread(fd, 1, info.st_size - 1) != b"\n":
+                os.write(fd, b"\n")  # a line torn by a crash stays one bad line, alone
+            self._size = os.fstat(fd).st_size
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
 
     def _rotate(self) -> None:
         base = str(self.path)
@@ -197,6 +270,8 @@ class AuditLog:
     # -- counting and warning
 
     def _count(self, kind: str, n: int) -> None:
+        if not n:
+            return
         setattr(self, kind, getattr(self, kind) + n)
         if self.on_count is not None:
             try:
