@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from composer.outcomes import Outcome
+from composer.principal import principal_name
 from composer.registry import ProviderReport
 from composer.templating.views import instruction_view
 from composer.turn import render_guidance
@@ -85,6 +86,8 @@ class AuditProvider(_Line):
 class AuditBranch(_Line):
     id: str
     name: str | None = None
+    principal: str | None = None
+    """The principal a server authenticated for the turn (None in process)."""
 
 
 class AuditManifest(_Line):
@@ -217,7 +220,8 @@ class LineContext:
 
 Snapshot = tuple[Any, ...]
 """One turn as the writer receives it: ``(time, turn_id, budget, tokens_used, outcomes,
-blocks, branch_id, branch_name, system, instruction, guidance, extra_names, context)``.
+blocks, branch_id, branch_name, system, instruction, guidance, extra_names, context,
+principal)``.
 Without keep_text, ``blocks`` are the blocks' SHA-256 and ``instruction`` is ``(sha256,
 chars)``; ``system`` and ``guidance`` are None."""
 
@@ -256,6 +260,7 @@ def snapshot(
         guidance or None,
         tuple([str.__str__(o[0]) for o in outcomes[known:]]),
         context,
+        principal_name(),
     )
 
 
@@ -280,7 +285,7 @@ def json_line(turn: Snapshot) -> bytes:
     is written each time.
     """
     (when, turn_id, budget, tokens_used, outcomes, blocks, branch_id, branch_name, system,
-     text, guidance, extra, context) = turn  # fmt: skip
+     text, guidance, extra, context, principal) = turn  # fmt: skip
     keep, mask = context.keep_text, context.redact
     head = _ENCODE(
         {
@@ -290,6 +295,7 @@ def json_line(turn: Snapshot) -> bytes:
             "branch": {
                 "id": mask(branch_id),
                 "name": None if branch_name is None else mask(str(branch_name)),
+                "principal": principal,
             },
             "manifest": context.manifest,
             "instruction": _text(text, keep, mask),

@@ -11,6 +11,7 @@ not written into a default namespace.
 from __future__ import annotations
 
 import asyncio
+import json
 import textwrap
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -295,3 +296,19 @@ def test_a_split_every_principal_binds_is_served(tmp_path: Path) -> None:
     ContextService(manifest, principals=(TEAM_A, TEAM_B))  # no error
     unshared = load_manifest(write_manifest(tmp_path, MANIFEST.replace(", shared: true", "")))
     ContextService(unshared)  # one tenant, who trusts its own clients: as before
+
+
+def test_the_audit_line_names_the_principal(tmp_path: Path) -> None:
+    text = MANIFEST.replace("version: 1\n", "version: 1\nruntime: {audit: {path: turns.jsonl}}\n")
+    loop = asyncio.new_event_loop()
+    service = ContextService(load_manifest(write_manifest(tmp_path, text)), principals=(TEAM_A,))
+    request = TurnRequest(
+        branch=BranchIn(id="inc-9"), system="S\n", instruction=InstructionIn(text="q")
+    )
+    try:
+        loop.run_until_complete(service.turn(request, TEAM_A))
+    finally:
+        loop.run_until_complete(service.aclose())
+        loop.close()
+    (line,) = [json.loads(raw) for raw in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    assert line["branch"] == {"id": "inc-9", "name": None, "principal": "team-a"}
