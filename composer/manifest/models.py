@@ -8,13 +8,14 @@ are errors everywhere.
 from __future__ import annotations
 
 import functools
+import json
 import operator
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 from pydantic import (
     BaseModel,
@@ -54,6 +55,7 @@ __all__ = [
     "field_names_by_key",
     "manifest_model",
     "redact",
+    "spellings",
 ]
 
 _SHORT_SECRET = 4
@@ -454,23 +456,47 @@ class Manifest(StrictModel):
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` replaced by ``***``, longest first.
 
-    Case is ignored and the percent-encoded spelling is masked too, so a secret survives
-    neither a URL parser that lower-cases a host nor one that quotes a query value. A secret
-    shorter than 4 characters is masked only where it stands as a whole word, so that
-    ``TOKEN=x`` does not turn every "x" of a message into "***".
+    Case is ignored, and each secret is masked in every spelling it takes on its way out: as
+    written, percent-encoded (a URL's path or query), form-encoded (``+`` for a space, as
+    httpx encodes ``params``) and JSON-escaped (a quote, a backslash or a non-ASCII character
+    inside a JSON string, ``\\uXXXX`` or not), so a secret survives neither a URL parser
+    that lower-cases a host nor a serialiser. A secret shorter than 4 characters is masked
+    only where it stands as a whole word, so that ``TOKEN=x`` does not turn every "x" of a
+    message into "***".
     """
-    spellings = {
-        form
-        for secret in secrets
-        if secret
-        for form in (secret, quote(secret.encode("utf-8", "surrogatepass"), safe=""))
-    }
-    for secret in sorted(spellings, key=len, reverse=True):
-        pattern = re.escape(secret)
-        if len(secret) < _SHORT_SECRET:
-            pattern = rf"(?<![\w]){pattern}(?![\w])"
-        text = re.sub(pattern, MASK, text, flags=re.IGNORECASE)
-    return text
+    pattern = _secrets_pattern(frozenset(secrets))
+    return text if pattern is None else pattern.sub(MASK, text)
+
+
+def spellings(secret: str) -> frozenset[str]:
+    """The ways ``secret`` can be written in text composer or a library shows: as is,
+    percent-encoded, form-encoded and JSON-escaped (ASCII-only or not)."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    return frozenset(
+        (
+            secret,
+            quote(raw, safe=""),
+            quote_plus(raw, safe=""),
+            json.dumps(secret)[1:-1],
+            json.dumps(secret, ensure_ascii=False)[1:-1],
+        )
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _secrets_pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
+    """One pattern for every spelling of ``secrets``, longest first (made once per set: a
+    manifest's set is masked in every log line and span)."""
+    forms = {form for secret in secrets if secret for form in spellings(secret) if form}
+    if not forms:
+        return None
+    alternatives = []
+    for form in sorted(forms, key=lambda f: (-len(f), f)):
+        escaped = re.escape(form)
+        if len(form) < _SHORT_SECRET:
+            escaped = rf"(?<![\w]){escaped}(?![\w])"
+        alternatives.append(escaped)
+    return re.compile("|".join(alternatives), re.IGNORECASE)
 
 
 def manifest_model(configs: Iterable[type[ProviderConfig]]) -> type[Manifest]:
