@@ -10,12 +10,17 @@ with ``getattr`` on each call:
 * ``Closeable``: ``async aclose()``, releases what the provider holds (an HTTP client);
 * ``CacheKey``: ``cache_key(branch, instruction)``, what makes two turns the same for this
   provider (its rendered query or request), used when its ``cache`` names no ``key``;
+* ``DisplayQuery``: ``display_query(branch, instruction)``, the turn's query as people may see
+  it (a URL without query values or headers), which traces record (masked) instead of the
+  cache key, a document that may hold every header;
 * ``Constant``: ``constant_text()``, the text the provider gives every turn when it never
   depends on the turn (None when it does), so the engine need not call it each time.
 
-One hook belongs to a provider's *config* instead: ``Check``, ``check() -> list[Problem]``,
+Two hooks belong to a provider's *config* instead: ``Check``, ``check() -> list[Problem]``,
 what the config names that this machine does not have (a missing folder or file), which
-``composer validate`` reports at the field's line without building the provider.
+``composer validate`` reports at the field's line without building the provider; and
+``Secrets``, ``secrets() -> list[str]``, values the config holds that are secrets even when
+written literally (a DSN's password), which the loader adds to what ``Manifest.redact`` masks.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ __all__ = [
     "Check",
     "Closeable",
     "Constant",
+    "DisplayQuery",
     "Problem",
     "Progress",
+    "Secrets",
     "WarmUp",
     "Writeback",
 ]
@@ -68,6 +75,13 @@ class CacheKey(Protocol):
 
 
 @runtime_checkable
+class DisplayQuery(Protocol):
+    """This turn's query for traces: no header, no query value, no secret; may raise."""
+
+    def display_query(self, branch: Any, instruction: Any) -> str: ...
+
+
+@runtime_checkable
 class Constant(Protocol):
     """The provider's answer when it is the same on every turn, else None."""
 
@@ -92,3 +106,11 @@ class Check(Protocol):
     change anything or reach the network."""
 
     def check(self) -> list[Problem]: ...
+
+
+@runtime_checkable
+class Secrets(Protocol):
+    """A provider config holding values to mask wherever they were written (a DSN's
+    password, user and options), not only those from a ``${VAR}``."""
+
+    def secrets(self) -> list[str]: ...
