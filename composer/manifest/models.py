@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote
 
 from pydantic import (
     BaseModel,
@@ -55,7 +55,6 @@ __all__ = [
     "field_names_by_key",
     "manifest_model",
     "redact",
-    "spellings",
 ]
 
 _SHORT_SECRET = 4
@@ -456,47 +455,46 @@ class Manifest(StrictModel):
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` replaced by ``***``, longest first.
 
-    Case is ignored, and each secret is masked in every spelling it takes on its way out: as
-    written, percent-encoded (a URL's path or query), form-encoded (``+`` for a space, as
-    httpx encodes ``params``) and JSON-escaped (a quote, a backslash or a non-ASCII character
-    inside a JSON string, ``\\uXXXX`` or not), so a secret survives neither a URL parser
-    that lower-cases a host nor a serialiser. A secret shorter than 4 characters is masked
-    only where it stands as a whole word, so that ``TOKEN=x`` does not turn every "x" of a
-    message into "***".
+    Case is ignored, and a secret is masked however its characters were escaped on the way
+    out: percent-encoded (whether a URL encoder left ``/`` or ``+`` as they are or not),
+    form-encoded (``+`` for a space, as httpx encodes ``params``) or JSON-escaped (``\\"``,
+    ``\\\\``, ``\\u00e9``), so a secret survives neither a URL parser that lower-cases a
+    host nor a serialiser. A secret shorter than 4 characters is masked only where it stands
+    as a whole word, so that ``TOKEN=x`` does not turn every "x" of a message into "***".
     """
-    pattern = _secrets_pattern(frozenset(secrets))
-    return text if pattern is None else pattern.sub(MASK, text)
-
-
-def spellings(secret: str) -> frozenset[str]:
-    """The ways ``secret`` can be written in text composer or a library shows: as is,
-    percent-encoded, form-encoded and JSON-escaped (ASCII-only or not)."""
-    raw = secret.encode("utf-8", "surrogatepass")
-    return frozenset(
-        (
-            secret,
-            quote(raw, safe=""),
-            quote_plus(raw, safe=""),
-            json.dumps(secret)[1:-1],
-            json.dumps(secret, ensure_ascii=False)[1:-1],
-        )
-    )
+    for pattern in _secret_patterns(frozenset(secrets)):
+        text = pattern.sub(MASK, text)
+    return text
 
 
 @functools.lru_cache(maxsize=256)
-def _secrets_pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
-    """One pattern for every spelling of ``secrets``, longest first (made once per set: a
-    manifest's set is masked in every log line and span)."""
-    forms = {form for secret in secrets if secret for form in spellings(secret) if form}
-    if not forms:
-        return None
-    alternatives = []
-    for form in sorted(forms, key=lambda f: (-len(f), f)):
-        escaped = re.escape(form)
-        if len(form) < _SHORT_SECRET:
-            escaped = rf"(?<![\w]){escaped}(?![\w])"
-        alternatives.append(escaped)
-    return re.compile("|".join(alternatives), re.IGNORECASE)
+def _secret_patterns(secrets: frozenset[str]) -> tuple[re.Pattern[str], ...]:
+    """One pattern per secret, longest first (made once per set: a manifest's set masks every
+    log line and span)."""
+    ordered = sorted((s for s in secrets if s), key=lambda s: (-len(s), s))
+    return tuple(re.compile(_spelled(secret), re.IGNORECASE) for secret in ordered)
+
+
+def _spelled(secret: str) -> str:
+    """A regex for ``secret`` in which each character an encoder may escape matches its
+    escapes too: its UTF-8 bytes as ``%XX``, ``+`` for a space, its JSON escapes."""
+    parts = []
+    for char in secret:
+        encoded = char.encode("utf-8", "surrogatepass")
+        percent = "".join(f"%{byte:02X}" for byte in encoded)
+        if quote(encoded, safe="") == char:  # a letter, a digit or -_.~: never escaped
+            parts.append(re.escape(char))
+            continue
+        units = char.encode("utf-16-le", "surrogatepass")
+        unicode = "".join(f"\\u{units[i + 1]:02x}{units[i]:02x}" for i in range(0, len(units), 2))
+        forms = {char, percent, json.dumps(char)[1:-1], unicode}
+        forms |= {" ": {"+"}, "/": {"\\/"}}.get(char, set())
+        ordered = sorted(forms, key=lambda f: (-len(f), f))
+        parts.append("(?:" + "|".join(re.escape(form) for form in ordered) + ")")
+    pattern = "".join(parts)
+    if len(secret) < _SHORT_SECRET:
+        pattern = rf"(?<![\w]){pattern}(?![\w])"
+    return pattern
 
 
 def manifest_model(configs: Iterable[type[ProviderConfig]]) -> type[Manifest]:
