@@ -71,21 +71,30 @@ def _words(options: str) -> list[str]:
 
 
 def _url_pairs(dsn: str) -> list[tuple[str, str, str]]:
-    """``postgresql://user:password@host/db?key=value&...``: userinfo ends at the last ``@``
-    before the query, so a raw ``/`` or ``@`` in a password still counts as password."""
+    """``postgresql://user:password@host/db?key=value&...``, read as libpq reads it (the
+    credentials end at the first ``@`` before a ``/``) and up to the last ``@`` as well: with
+    a raw ``/`` in a password, libpq takes its start for a port and quotes it."""
     rest = dsn.split("://", 1)[1]
-    authority, _, query = rest.partition("?")
     pairs: list[tuple[str, str, str]] = []
-    if "@" in authority:
-        userinfo = authority.rsplit("@", 1)[0]
-        user, colon, password = userinfo.partition(":")
-        pairs.append(("user", user, unquote(user)))
-        if colon:
-            pairs.append(("password", password, unquote(password)))
-    for item in query.split("&"):
+    head = rest.split("/", 1)[0]
+    if "@" in head:
+        pairs.extend(_credentials(head.split("@", 1)[0]))
+    if "@" in rest:
+        user, password = _credentials(rest.rsplit("@", 1)[0])
+        pairs.extend((user, password))
+        port = re.split(r"[/?]", password[1], maxsplit=1)[0]
+        if port != password[1] and len(port) >= 4:  # a shorter start is no one's secret
+            pairs.append(("password", port, unquote(port)))
+    for item in rest.partition("?")[2].split("&"):
         key, _, value = item.partition("=")
         pairs.append((unquote(key), value, unquote(value)))
     return pairs
+
+
+def _credentials(userinfo: str) -> list[tuple[str, str, str]]:
+    """The user and password of ``user[:password]``, as written and percent-decoded."""
+    user, _, password = userinfo.partition(":")
+    return [("user", user, unquote(user)), ("password", password, unquote(password))]
 
 
 def _keyword_pairs(dsn: str) -> list[tuple[str, str, str]]:
