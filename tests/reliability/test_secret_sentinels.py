@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 import pytest
 from localserver import serving
@@ -25,13 +25,31 @@ from composer.cli import main
 from composer.errors import ManifestError
 
 SENTINEL = "Sntl-7f3Q-Secret"
-FORMS = (SENTINEL, SENTINEL.lower(), SENTINEL.upper(), quote(SENTINEL, safe=""))
+HOSTILE = 'Sntl "7f3Q" \\ é/+ Secret'
+"""A sentinel with a quote, a backslash, a non-ASCII letter, spaces, a slash and a plus."""
+HOSTILE_ASCII = 'Sntl "9kQ2" \\ +/ Header'
+"""The same for an HTTP header, which httpx sends only in ASCII."""
 
 
-def assert_clean(text: str, where: str = "") -> None:
-    for form in FORMS:
-        assert form not in text, f"secret ({form}) in {where}: {text[:500]}"
-    assert SENTINEL.lower() not in text.lower(), where
+def spellings(secret: str) -> set[str]:
+    """How ``secret`` may read where it ends up: as is, percent-encoded (all of it, or with
+    ``/`` kept as urllib and httpx keep it), form-encoded, JSON-escaped."""
+    return {
+        secret,
+        quote(secret, safe=""),
+        quote(secret),
+        quote_plus(secret, safe=""),
+        quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+    }
+
+
+def assert_clean(text: str, where: str = "", secret: str = SENTINEL) -> None:
+    """No spelling of ``secret`` in ``text``, in any letter case."""
+    folded = text.lower()
+    for form in spellings(secret):
+        assert form.lower() not in folded, f"secret ({form}) in {where}: {text[:500]}"
 
 
 class Echo(BaseHTTPRequestHandler):
