@@ -587,6 +587,10 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
         """The rendered query: two turns asking the same are the same search."""
         return self._query.render(self.context(branch, instruction)).strip()
 
+    def display_query(self, branch: Any, instruction: Any) -> str:
+        """The rendered query, for traces."""
+        return self.cache_key(branch, instruction)
+
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         query = self._query.render(context).strip()
         if not query:

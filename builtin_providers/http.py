@@ -321,7 +321,8 @@ class HttpProvider(Provider[HttpConfig]):
         method = self.config.request.method if self._method.is_constant else "(templated)"
         return f"<HttpProvider {self.name!r} {method} {self._origin}>"
 
-    def _render(self, context: Mapping[str, Any]) -> _Request:
+    def _target(self, context: Mapping[str, Any]) -> tuple[str, httpx.URL]:
+        """The rendered method and URL (with its query), checked."""
         method = self._method.render(context).strip().upper()
         if method not in _METHODS:
             raise ProviderError(f"http {self.name!r}: method {method!r} is not allowed")
@@ -339,6 +340,10 @@ class HttpProvider(Provider[HttpConfig]):
                 params.append((key, template.render(context)))
         if params:
             url = url.copy_merge_params(params)
+        return method, url
+
+    def _render(self, context: Mapping[str, Any]) -> _Request:
+        method, url = self._target(context)
         headers = {key: template.render(context) for key, template in self._headers.items()}
         for name, header in headers.items():
             if "\r" in header or "\n" in header:
@@ -354,6 +359,11 @@ class HttpProvider(Provider[HttpConfig]):
         body = json.dumps(request.json_body, sort_keys=True, default=str)
         headers = sorted(request.headers.items())
         return json.dumps([request.method, str(request.url), headers, body, str(request.content)])
+
+    def display_query(self, branch: Any, instruction: Any) -> str:
+        """The method and URL as logs show them: no query value, no header, no body."""
+        method, url = self._target(self.context(branch, instruction))
+        return f"{method} {redact_url(url)}"
 
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         request = self._render(context)

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from builtin_providers._dsn import dsn_secrets
 from builtin_providers._fitting import MAX_BLOCK_CHARS, pack, wrap_reserve
 from builtin_providers.stores import (
     ItemStore,
@@ -253,6 +254,12 @@ class MemoryConfig(ProviderConfig):
             return WritebackConfig()
         return self.writeback or None
 
+    def secrets(self) -> list[str]:
+        """A PostgreSQL DSN's password, user and options: libpq and psycopg_pool quote them
+        in their errors, and they are secrets even when written without ``${VAR}``."""
+        source = self.source
+        return dsn_secrets(source.postgres.dsn) if isinstance(source, PostgresSource) else []
+
     def check(self) -> list[Problem]:
         """The files the source names: a JSONL file must exist unless writeback may create
         it, a SQLite file's folder must exist (the file is made on first use), a seed must
@@ -432,6 +439,10 @@ class MemoryProvider(Provider[MemoryConfig]):
         owner = branch_view(branch)["id"] if self.store is None else None
         query = [text, tags, filters, self.config.query.limit, owner, self.namespace(context)]
         return json.dumps(query, sort_keys=True, default=str)
+
+    def display_query(self, branch: Any, instruction: Any) -> str:
+        """The rendered query text, for traces (tags, filters and namespace are left out)."""
+        return self._rendered(self.context(branch, instruction))[0] or ""
 
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         store = self.store_for(branch)

@@ -32,7 +32,15 @@ from composer.caching import (
 )
 from composer.catalog import ProviderTypes
 from composer.errors import ProviderError
-from composer.hooks import CacheKey, Closeable, Constant, Progress, WarmUp, Writeback
+from composer.hooks import (
+    CacheKey,
+    Closeable,
+    Constant,
+    DisplayQuery,
+    Progress,
+    WarmUp,
+    Writeback,
+)
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
 from composer.outcomes import Turn, current_turn, note
 from composer.plugin import BuildContext
@@ -247,7 +255,7 @@ def declared_hooks(cls: type) -> frozenset[type]:
     Hooks are methods of the class, so this is answered once per class rather than once per
     branch (a Protocol check is slow, and attach runs for every conversation).
     """
-    hooks = (Writeback, WarmUp, Closeable, CacheKey, Constant)
+    hooks = (Writeback, WarmUp, Closeable, CacheKey, DisplayQuery, Constant)
     return frozenset(hook for hook in hooks if issubclass(cls, hook))
 
 

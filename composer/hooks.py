@@ -10,15 +10,20 @@ with ``getattr`` on each call:
 * ``Closeable``: ``async aclose()``, releases what the provider holds (an HTTP client);
 * ``CacheKey``: ``cache_key(branch, instruction)``, what makes two turns the same for this
   provider (its rendered query or request), used when its ``cache`` names no ``key``;
+* ``DisplayQuery``: ``display_query(branch, instruction)``, the turn's query as people may see
+  it (a URL without query values or headers), which traces record (masked) instead of the
+  cache key, a document that may hold every header;
 * ``Constant``: ``constant_text()``, the text the provider gives every turn when it never
   depends on the turn (None when it does), so the engine need not call it each time.
 
-Two hooks belong to a provider's *config* instead: ``Check``, ``check() -> list[Problem]``,
+Three hooks belong to a provider's *config* instead: ``Check``, ``check() -> list[Problem]``,
 what the config names that this machine does not have (a missing folder or file), which
-``composer validate`` reports at the field's line without building the provider; and
-``Partitioned``, ``partition() -> str | None``, the template that splits data several tenants
-share (a shared store's namespace), which a server checks reads only what authentication
-binds.
+``composer validate`` reports at the field's line without building the provider;
+``Secrets``, ``secrets() -> list[str]``, values the config holds that are secrets even when
+written literally (a DSN's password), which the loader adds to what ``Manifest.redact`` masks;
+and ``Partitioned``, ``partition() -> str | None``, the template that splits data several
+tenants share (a shared store's namespace), which a server checks reads only what
+authentication binds.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ __all__ = [
     "Check",
     "Closeable",
     "Constant",
+    "DisplayQuery",
     "Partitioned",
     "Problem",
     "Progress",
+    "Secrets",
     "WarmUp",
     "Writeback",
 ]
@@ -72,6 +79,13 @@ class CacheKey(Protocol):
 
 
 @runtime_checkable
+class DisplayQuery(Protocol):
+    """This turn's query for traces: no header, no query value, no secret; may raise."""
+
+    def display_query(self, branch: Any, instruction: Any) -> str: ...
+
+
+@runtime_checkable
 class Constant(Protocol):
     """The provider's answer when it is the same on every turn, else None."""
 
@@ -106,3 +120,11 @@ class Partitioned(Protocol):
     themselves (``composer.serve.tenancy``)."""
 
     def partition(self) -> str | None: ...
+
+
+@runtime_checkable
+class Secrets(Protocol):
+    """A provider config holding values to mask wherever they were written (a DSN's
+    password, user and options), not only those from a ``${VAR}``."""
+
+    def secrets(self) -> list[str]: ...

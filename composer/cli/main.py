@@ -279,6 +279,36 @@ def run_preview_command(args: argparse.Namespace, output: Output) -> int:
     return 1 if args.strict and preview.report.failed else 0
 
 
+class _MaskRecords(logging.Filter):
+    """Masks a log record in place before it is formatted: composer's, and those of the
+    libraries providers use (psycopg and psycopg_pool quote a DSN's password or user, httpx
+    a URL, mcp a server's message), which reach the root handler as they are.
+
+    The message is formatted once and masked and its arguments dropped; the exception's text
+    and the stack are masked too, so no formatter, and no handler running after this one,
+    can show a secret (``logging``'s own error report included).
+    """
+
+    def __init__(self, redact: Callable[[str], str]) -> None:
+        super().__init__()
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # arguments that do not fit the format: the format alone
+            message = str(record.msg)
+        record.msg = self.redact(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
+        return True
+
+
 class _OneLineHandler(logging.Handler):
     """Log records as one masked line each on stderr, the exception's first line appended.
 
@@ -290,6 +320,7 @@ class _OneLineHandler(logging.Handler):
         super().__init__(logging.WARNING)
         self.output = output
         self.redact = redact
+        self.addFilter(_MaskRecords(redact))
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.name == "composer.registry":
@@ -297,7 +328,8 @@ class _OneLineHandler(logging.Handler):
         try:
             from composer.cli.preview import first_line
 
-            text = f"composer: {record.levelname.lower()}: {record.getMessage()}"
+            message = record.getMessage().rstrip()  # libpq ends its messages with a newline
+            text = f"composer: {record.levelname.lower()}: {message}"
             error = record.exc_info[1] if record.exc_info else None
             if error is not None:
                 text = f"{text}: {first_line(error)}"
@@ -308,7 +340,8 @@ class _OneLineHandler(logging.Handler):
 
 @contextlib.contextmanager
 def _log_records_to(output: Output, redact: Callable[[str], str]) -> Iterator[None]:
-    """Route warnings logged while a command runs (a provider that raised) through ``redact``."""
+    """Route warnings logged while a command runs (a provider that raised, a library's
+    connection error) through ``redact``, every logger's records alike."""
     handler = _OneLineHandler(output, redact)
     root = logging.getLogger()
     root.addHandler(handler)

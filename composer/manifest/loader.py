@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from composer.catalog import ProviderTypes
 from composer.errors import ManifestError, PluginError, SettingsError
+from composer.hooks import Secrets
 from composer.manifest.models import Manifest, field_names_by_key, redact
 from composer.manifest.overlay import merge_chain
 from composer.manifest.settings import VARIABLE_NAME, Variables, load_settings
@@ -656,6 +657,17 @@ def _without_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
+def _declared_secrets(manifest: Manifest) -> set[str]:
+    """What provider configs name as secrets however they were written (a DSN's password)."""
+    return {
+        value
+        for config in manifest.providers
+        if isinstance(config, Secrets)
+        for value in config.secrets()
+        if value
+    }
+
+
 def _load(session: _Session, display: str, file: Path) -> Manifest:
     try:
         trees = session.chain(display, file)
@@ -665,7 +677,7 @@ def _load(session: _Session, display: str, file: Path) -> Manifest:
     if session.errors or manifest is None:
         raise ManifestError.collect(session.redacted(e) for e in session.errors)
     manifest._path = Path(display)
-    manifest._secrets = frozenset(session.secrets)
+    manifest._secrets = frozenset(session.secrets | _declared_secrets(manifest))
     manifest._origins = dict(session.origins)
     manifest._types = session.types
     manifest._variables = tuple(dict.fromkeys(session.uses))  # a retry reads a value again

@@ -8,6 +8,7 @@ are errors everywhere.
 from __future__ import annotations
 
 import functools
+import json
 import operator
 import re
 from collections.abc import Iterable, Mapping
@@ -459,23 +460,46 @@ class Manifest(StrictModel):
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with each of ``secrets`` replaced by ``***``, longest first.
 
-    Case is ignored and the percent-encoded spelling is masked too, so a secret survives
-    neither a URL parser that lower-cases a host nor one that quotes a query value. A secret
-    shorter than 4 characters is masked only where it stands as a whole word, so that
-    ``TOKEN=x`` does not turn every "x" of a message into "***".
+    Case is ignored, and a secret is masked however its characters were escaped on the way
+    out: percent-encoded (whether a URL encoder left ``/`` or ``+`` as they are or not),
+    form-encoded (``+`` for a space, as httpx encodes ``params``) or JSON-escaped (``\\"``,
+    ``\\\\``, ``\\u00e9``), so a secret survives neither a URL parser that lower-cases a
+    host nor a serialiser. A secret shorter than 4 characters is masked only where it stands
+    as a whole word, so that ``TOKEN=x`` does not turn every "x" of a message into "***".
     """
-    spellings = {
-        form
-        for secret in secrets
-        if secret
-        for form in (secret, quote(secret.encode("utf-8", "surrogatepass"), safe=""))
-    }
-    for secret in sorted(spellings, key=len, reverse=True):
-        pattern = re.escape(secret)
-        if len(secret) < _SHORT_SECRET:
-            pattern = rf"(?<![\w]){pattern}(?![\w])"
-        text = re.sub(pattern, MASK, text, flags=re.IGNORECASE)
+    for pattern in _secret_patterns(frozenset(secrets)):
+        text = pattern.sub(MASK, text)
     return text
+
+
+@functools.lru_cache(maxsize=256)
+def _secret_patterns(secrets: frozenset[str]) -> tuple[re.Pattern[str], ...]:
+    """One pattern per secret, longest first (made once per set: a manifest's set masks every
+    log line and span)."""
+    ordered = sorted((s for s in secrets if s), key=lambda s: (-len(s), s))
+    return tuple(re.compile(_spelled(secret), re.IGNORECASE) for secret in ordered)
+
+
+def _spelled(secret: str) -> str:
+    """A regex for ``secret`` in which each character an encoder may escape matches its
+    escapes too: its UTF-8 bytes as ``%XX``, ``+`` for a space, its JSON escapes."""
+    parts = []
+    for char in secret:
+        encoded = char.encode("utf-8", "surrogatepass")
+        percent = "".join(f"%{byte:02X}" for byte in encoded)
+        if quote(encoded, safe="") == char:  # a letter, a digit or -_.~: never escaped
+            parts.append(re.escape(char))
+            continue
+        units = char.encode("utf-16-le", "surrogatepass")
+        unicode = "".join(f"\\u{units[i + 1]:02x}{units[i]:02x}" for i in range(0, len(units), 2))
+        forms = {char, percent, json.dumps(char)[1:-1], unicode}
+        forms |= {" ": {"+"}, "/": {"\\/"}}.get(char, set())
+        ordered = sorted(forms, key=lambda f: (-len(f), f))
+        parts.append("(?:" + "|".join(re.escape(form) for form in ordered) + ")")
+    pattern = "".join(parts)
+    if len(secret) < _SHORT_SECRET:
+        pattern = rf"(?<![\w]){pattern}(?![\w])"
+    return pattern
 
 
 def manifest_model(configs: Iterable[type[ProviderConfig]]) -> type[Manifest]:

@@ -14,7 +14,9 @@ and ``http`` are ``retrieval`` spans with ``gen_ai.data_source.id``, ``memory`` 
 ``composer.provider.*`` (name, type, priority, outcome, tokens, cache hit) and, on failure,
 ``error.type`` and an error status. Query and block text are recorded only when the standard
 switch ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``, ``span_only`` or
-``span_and_event``; every string recorded is masked by the manifest's ``redact``.
+``span_and_event``; every string recorded is masked by the manifest's ``redact``. The query is
+what the provider shows of it (the ``DisplayQuery`` hook: a URL without query values, never a
+header), or nothing: never its cache key, which may hold every header it sends.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from composer.hooks import CacheKey
+from composer.hooks import DisplayQuery
 from composer.observe.record import ProviderInfo
 from composer.registry import ProviderReport
 
@@ -187,11 +189,11 @@ class TurnTracer:
         out: dict[str, str] = {}
         provider = managed[index] if index < len(managed) else None
         query = _query(provider, branch, instruction)
-        if query is not None:
+        if query:
             key = (
                 "gen_ai.memory.query.text"
                 if operation == "search_memory"
-                else ("gen_ai.retrieval.query.text")
+                else "gen_ai.retrieval.query.text"
             )
             out[key if operation else "composer.provider.query"] = mask(query)
         block = _block_of(report, index)
@@ -209,11 +211,11 @@ class TurnTracer:
 
 
 def _query(provider: Any, branch: Any, instruction: Any) -> str | None:
-    """The provider's rendered query (what its cache keys on), if it has one."""
-    if provider is None or CacheKey not in getattr(provider, "hooks", ()):
+    """The provider's query as it may be shown, if it has one."""
+    if provider is None or DisplayQuery not in getattr(provider, "hooks", ()):
         return None
     try:
-        return cast(CacheKey, provider.provider).cache_key(branch, instruction)
+        return cast(DisplayQuery, provider.provider).display_query(branch, instruction)
     except Exception:  # the provider met the same error in its turn, where it was recorded
         return None
 

@@ -16,7 +16,7 @@ from composer.cli import main
 from composer.errors import ManifestError
 from composer.manifest import ProviderConfig
 from composer.manifest.loader import load_manifest
-from composer.plugin import BuildContext, ProviderType
+from composer.plugin import BuildContext, ProviderType, Secrets
 
 SECRET = "s3cr3t-Value-9f2c"
 
@@ -106,3 +106,31 @@ def test_a_validator_never_quotes_part_of_a_secret(write: Callable[..., Path]) -
     assert (
         str(caught.value) == 'm.yaml:3:35: provider "a": text: invalid value (from ${S}; not shown)'
     )
+
+
+class PlainVaultConfig(ProviderConfig):
+    """A plugin with a credential field and no ``secrets`` hook."""
+
+    type: Literal["vault"] = "vault"
+    credential: str
+
+
+class VaultConfig(PlainVaultConfig):
+    """The same plugin naming its credential a secret, however it is written."""
+
+    def secrets(self) -> list[str]:
+        return [self.credential]
+
+
+def test_a_config_names_secrets_that_are_masked_though_written_literally(
+    write: Callable[..., Path],
+) -> None:
+    write("m.yaml", f"version: 1\nproviders:\n  - {{name: v, type: vault, credential: {SECRET}}}\n")
+    loaded = load_manifest(
+        "m.yaml", types=ProviderTypes([ProviderType("vault", VaultConfig, never_built)])
+    )
+    assert isinstance(loaded.providers[0], Secrets)
+    assert loaded.redact(f"login with {SECRET} refused") == "login with *** refused"
+    plain_type = ProviderType("vault", PlainVaultConfig, never_built)
+    plain = load_manifest("m.yaml", types=ProviderTypes([plain_type]))
+    assert plain.redact(f"login with {SECRET}") == f"login with {SECRET}"  # no hook: shown

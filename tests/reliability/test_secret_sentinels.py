@@ -8,30 +8,60 @@ letter case or percent-encoded.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 import pytest
 from localserver import serving
+from memory.services import (
+    DEFAULT_POSTGRES_DSN,
+    postgres_answers,
+    throwaway_postgres,
+    unavailable,
+)
 
 import composer
 from composer.cli import main
+from composer.cli.main import Output, _log_records_to
 from composer.errors import ManifestError
+from composer.manifest.models import redact
 
 SENTINEL = "Sntl-7f3Q-Secret"
-FORMS = (SENTINEL, SENTINEL.lower(), SENTINEL.upper(), quote(SENTINEL, safe=""))
+HOSTILE = 'Sntl "7f3Q" \\ é/+ Secret'
+"""A sentinel with a quote, a backslash, a non-ASCII letter, spaces, a slash and a plus."""
+HOSTILE_ASCII = 'Sntl "9kQ2" \\ +/ Header'
+"""The same for an HTTP header, which httpx sends only in ASCII."""
 
 
-def assert_clean(text: str, where: str = "") -> None:
-    for form in FORMS:
-        assert form not in text, f"secret ({form}) in {where}: {text[:500]}"
-    assert SENTINEL.lower() not in text.lower(), where
+def spellings(secret: str) -> set[str]:
+    """How ``secret`` may read where it ends up: as is, percent-encoded (all of it, or with
+    ``/`` kept as urllib and httpx keep it), form-encoded, JSON-escaped."""
+    return {
+        secret,
+        quote(secret, safe=""),
+        quote(secret),
+        quote_plus(secret, safe=""),
+        quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+    }
+
+
+def assert_clean(text: str, where: str = "", secret: str = SENTINEL) -> None:
+    """No spelling of ``secret`` in ``text``, in any letter case."""
+    folded = text.lower()
+    for form in spellings(secret):
+        assert form.lower() not in folded, f"secret ({form}) in {where}: {text[:500]}"
 
 
 class Echo(BaseHTTPRequestHandler):
@@ -173,3 +203,143 @@ def test_the_command_line_prints_no_secret(
     assert out or err
     assert_clean(out, "stdout")
     assert_clean(err, "stderr")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", "{folder}", "--env", "dev"],
+        ["preview", "{folder}", "--env", "dev", "--instruction", "deploy"],
+        ["preview", "{folder}", "--env", "prod", "--instruction", "deploy", "--json"],
+    ],
+    ids=lambda argv: " ".join(a for a in argv if not a.startswith("{")),
+)
+@pytest.mark.parametrize("secret", [HOSTILE, HOSTILE_ASCII], ids=["non-ascii", "ascii"])
+def test_the_command_line_prints_no_spelling_of_a_hostile_secret(
+    folder: Path,
+    argv: list[str],
+    secret: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ASCII one reaches the echo server in a header, which sends it back."""
+    monkeypatch.setenv("TOKEN", secret)
+    main([a.format(folder=folder) for a in argv])
+    out, err = capsys.readouterr()
+    assert out or err
+    assert_clean(out + err, "the output", secret)
+
+
+@pytest.mark.parametrize(
+    "name", ["psycopg", "psycopg.pool", "httpx", "httpcore.http11", "mcp.client.stdio"]
+)
+def test_a_librarys_log_records_are_masked_before_any_handler_formats_them(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI's handler masks a record in place: its own line, and an application's handler
+    added after it (full traceback and all), show no spelling of the secret."""
+    shown, later = io.StringIO(), io.StringIO()
+    application = logging.StreamHandler(later)
+    application.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    with _log_records_to(Output(io.StringIO(), shown), lambda text: redact(text, [HOSTILE])):
+        root.addHandler(application)
+        try:
+            log = logging.getLogger(name)
+            log.warning('invalid percent-encoded token: "%s"', f"p%{HOSTILE}")
+            log.warning("sent %s", quote_plus(HOSTILE))
+            try:
+                raise OSError(f"refused {json.dumps({'password': HOSTILE})}")
+            except OSError:
+                log.warning("connection failed", exc_info=True)
+        finally:
+            root.removeHandler(application)
+    lines = shown.getvalue().splitlines()
+    assert lines == [
+        'composer: warning: invalid percent-encoded token: "p%***"',
+        "composer: warning: sent ***",
+        'composer: warning: connection failed: OSError: refused {"password": "***"}',
+    ]
+    assert "Traceback" in later.getvalue()
+    for text in (later.getvalue(), *capsys.readouterr()):
+        assert_clean(text, "a log line", HOSTILE)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[dict[str, str]]:
+    """Host, port and database of a PostgreSQL server that answers (as the memory tests')."""
+    try:
+        import psycopg_pool  # noqa: F401
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        unavailable("psycopg is not installed (pip install -e '.[postgres]')")
+
+    def parts(dsn: str) -> dict[str, str]:
+        found = conninfo_to_dict(dsn)
+        return {key: str(found[key]) for key in ("host", "port", "dbname")}
+
+    dsn = os.environ.get("COMPOSER_TEST_POSTGRES_DSN", DEFAULT_POSTGRES_DSN)
+    if postgres_answers(dsn):
+        yield parts(dsn)
+        return
+    with throwaway_postgres() as cluster:
+        yield parts(cluster.dsn)
+
+
+_AT = "{host}:{port}/{dbname}"
+
+
+@pytest.mark.parametrize(
+    ("dsn", "via", "secret", "said"),
+    [
+        (  # libpq refuses the stray % and quotes the password, once per pool attempt
+            f"postgresql://postgres:p%{SENTINEL}@{_AT}",
+            "literal",
+            SENTINEL,
+            "invalid percent-encoded token",
+        ),
+        (f"postgresql://postgres:p%{SENTINEL}@{_AT}", "variable", SENTINEL, "percent-encoded"),
+        (  # a raw / in the password: libpq quotes what comes before it as a port
+            f"postgresql://postgres:p%{HOSTILE}@{_AT}",
+            "literal",
+            HOSTILE.split("/")[0],
+            "invalid percent-encoded token",
+        ),
+        (f"postgresql://{SENTINEL}:pw@{_AT}", "literal", SENTINEL, "does not exist"),
+        (  # the server quotes a setting's value
+            "host={host} port={port} dbname={dbname} user=postgres"
+            f" options='-c statement_timeout={SENTINEL}'",
+            "literal",
+            SENTINEL,
+            'invalid value for parameter "statement_timeout"',
+        ),
+    ],
+    ids=["stray-percent", "stray-percent-from-variable", "hostile", "user", "options"],
+)
+def test_preview_shows_no_part_of_a_dsn_in_the_warnings_of_libpq_and_its_pool(
+    tmp_path: Path, postgres: dict[str, str], dsn: str, via: str, secret: str, said: str
+) -> None:
+    """A real ``composer preview`` against the real server: psycopg_pool logs each failed
+    attempt with libpq's message, which quotes the DSN's password, user or options."""
+    written = dsn.format(**postgres)
+    value = json.dumps(written) if via == "literal" else '"${PG_DSN}"'
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "version: 1\nproviders:\n  - name: notes\n    type: memory\n"
+        f"    source: {{postgres: {{dsn: {value}, connect_timeout_s: 1}}}}\n"
+        "    query: {text: '{{ instruction.text }}'}\n",
+        encoding="utf-8",
+    )
+    environ = {**os.environ, "NO_COLOR": "1", "PG_DSN": written, "PYTHONIOENCODING": "utf-8"}
+    result = subprocess.run(
+        [sys.executable, "-m", "composer", "preview", str(path), "--instruction", "deploy"],
+        capture_output=True,
+        env=environ,
+        timeout=60,
+    )
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == 0, err
+    assert "notes" in out
+    assert "failed" in out
+    assert said in err  # the library's warning was printed, masked
+    assert_clean(out + err, "preview", secret)
