@@ -141,8 +141,13 @@ def render_guidance(guidance: Any) -> str:
 
 
 def _fold(branch: Branch, instruction: Instruction) -> str | None:
-    """``system + "\\n".join(slot) + guidance`` with no other separator (ADR D4 rendering)."""
-    guidance = render_guidance(instruction.guidance)
+    """``system + "\\n".join(slot) + guidance`` with no other separator (ADR D4 rendering).
+
+    A caller that rendered non-string guidance already (a server does it off its event loop:
+    PyYAML's dumper is slow on large data) leaves the text in ``_rendered_guidance``.
+    """
+    rendered = getattr(instruction, "_rendered_guidance", None)
+    guidance = rendered if isinstance(rendered, str) else render_guidance(instruction.guidance)
     if branch.system is None:
         return guidance if instruction.guidance is not None else None
     blocks = branch._context_injection_slot

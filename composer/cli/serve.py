@@ -73,7 +73,9 @@ def add_serve(subparsers: Any) -> None:
         type=float,
         default=100.0,
         metavar="PER_SECOND",
-        help="requests a second per client address, in bursts of twice that (100; 0: off)",
+        help="requests a second per client address (all of loopback, or an IPv6 /64, is "
+        "one) and per principal, in bursts of twice that, and ten times that in all (100; 0: "
+        "off)",
     )
     parser.add_argument(
         "--max-branches", type=int, default=1000, help="branches kept, least recently used go"
@@ -84,6 +86,32 @@ def add_serve(subparsers: Any) -> None:
         default=3600.0,
         metavar="SECONDS",
         help="drop a branch after this long without a turn (3600)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection that has not sent a whole request within this long (10)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="open connections in all (default: the descriptor limit less 512)",
+    )
+    parser.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="open connections from one address, an IPv6 /64 counting as one (1024)",
+    )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        metavar="ADDRESSES",
+        help="behind a reverse proxy: its addresses (comma-separated, or *), whose "
+        "X-Forwarded-For then names the client for rate limits and the access log",
     )
     parser.add_argument(
         "--access-log",
@@ -101,8 +129,17 @@ def run_serve(args: argparse.Namespace, output: Output) -> int:
     if missing:
         output.error(f"composer serve: {', '.join(missing)} not installed: {_EXTRA_HINT}")
         return 1
-    if args.max_branches < 1 or args.max_body_bytes < 1 or args.rate_limit < 0:
-        output.error("composer serve: --max-branches and --max-body-bytes must be positive")
+    positive = (args.max_branches, args.max_body_bytes, args.max_connections_per_client)
+    if (
+        min(positive) < 1
+        or args.rate_limit < 0
+        or args.request_timeout <= 0
+        or (args.max_connections is not None and args.max_connections < 1)
+    ):
+        output.error(
+            "composer serve: --max-branches, --max-body-bytes, --request-timeout and the "
+            "connection limits must be positive, --rate-limit at least 0"
+        )
         return 2
     if args.principals is not None and args.token_file is not None:
         output.error("composer serve: give --principals or --token-file, not both")
@@ -169,6 +206,7 @@ def _serve_http(
     args: argparse.Namespace, output: Output, service: Any, principals: Any, token: str | None
 ) -> None:
     from composer.serve.auth import check_bind
+    from composer.serve.connections import ConnectionLimits, default_total, raise_descriptor_limit
     from composer.serve.http import ServeOptions, create_app
     from composer.serve.runner import bind, serve
 
@@ -183,6 +221,12 @@ def _serve_http(
         access_log=args.access_log,
     )
     app = create_app(service, options)
+    soft = raise_descriptor_limit()
+    limits = ConnectionLimits(
+        request_s=args.request_timeout,
+        per_client=args.max_connections_per_client,
+        total=args.max_connections or default_total(soft),
+    )
     sock = bind(args.host, args.port)
     if args.access_log:
         _log_access_to(output, service.manifest.redact)
@@ -195,7 +239,7 @@ def _serve_http(
         output.print(f"composer serve: listening on {url} ({guard}); MCP at {url}/mcp")
         output.out.flush()
 
-    serve(app, sock, started=started)
+    serve(app, sock, limits=limits, forwarded_allow_ips=args.forwarded_allow_ips, started=started)
 
 
 def _log_access_to(output: Output, redact: Any) -> None:

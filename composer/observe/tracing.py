@@ -32,6 +32,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from composer.hooks import DisplayQuery
 from composer.observe.record import ProviderInfo
+from composer.principal import principal_name
 from composer.registry import ProviderReport
 
 __all__ = ["CAPTURE_CONTENT", "TurnTracer", "capture_content"]
@@ -164,6 +165,7 @@ class TurnTracer:
                 "gen_ai.conversation.id": mask(str(getattr(branch, "id", ""))),
                 "composer.turn.id": report.turn_id or "",
                 "composer.branch.name": mask(str(getattr(branch, "name", None) or "")),
+                "composer.principal": principal_name() or "",
                 "composer.manifest.path": self._manifest_path or "",
                 "composer.budget": report.budget if report.budget is not None else -1,
                 "composer.tokens_used": report.tokens_used,

@@ -5,7 +5,9 @@ Routes: ``POST /v1/turns``, ``POST /v1/branches/{id}/writeback``, ``GET /v1/mani
 HTTP at ``/mcp``. Every answer is JSON, errors too (``422`` bad body, ``401`` no token,
 ``403`` a bound metadata key stated otherwise, ``409`` a writeback for a branch the server does
 not know, ``404``, ``405``, ``413`` too large, ``429`` too many, ``500`` without a traceback).
-Middleware, outermost first: the rate limit, then the bearer token, which names the request's
+Middleware, outermost first: the access log (when asked), the request guard (no foreign Host
+on loopback, no foreign Origin, JSON bodies only), the rate limits for all clients and per
+client, the bearer token, which names the request's principal, and the rate limit per
 principal (health, readiness and the OpenAPI document are open: they say nothing of the
 manifest). The lifespan starts the MCP session manager, the providers' warm-up and the sweep
 of idle branches, and on shutdown closes every branch's registry and the manifest's shared
@@ -29,12 +31,19 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Scope
 
 from composer.errors import RequestRefused
 from composer.serve.access import AccessLog
-from composer.serve.auth import BearerAuth, principal_of
+from composer.serve.auth import BearerAuth, is_loopback, principal_of
+from composer.serve.guard import RequestGuard
 from composer.serve.limits import RateLimit, read_body
-from composer.serve.models import BRANCH_ID_PATTERN, TurnRequest, WritebackRequest
+from composer.serve.models import (
+    BRANCH_ID_PATTERN,
+    MAX_ACTION_RESPONSES,
+    TurnRequest,
+    WritebackRequest,
+)
 from composer.serve.openapi import openapi_document
 from composer.serve.principals import Principals
 from composer.serve.responses import JsonResponse, error_response
@@ -47,6 +56,8 @@ logger = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 """Answered without a token and never rate limited: probes and the API's own description."""
 
+_BODIES = ("/v1/turns", "/v1/branches/", "/mcp")
+"""The routes that take a POST body: it must be JSON (other paths answer 405 to a POST)."""
 _STATUS_TYPES = {404: "not_found", 405: "method_not_allowed"}
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -61,8 +72,11 @@ class ServeOptions:
     """Several callers, each with its token and bound metadata (takes the place of ``token``)."""
     max_body_bytes: int = 1 << 20
     rate: float = 100.0
-    """Requests a second per client address; 0 switches the limit off."""
+    """Requests a second per client (``client_group``) and per principal; 0 switches the
+    limits off (the ceiling too)."""
     burst: int = 200
+    ceiling: float | None = None
+    """Requests a second over all clients together (default: ten times ``rate``)."""
     mcp: bool = True
     """Serve MCP over streamable HTTP at ``/mcp`` as well."""
     host: str = "127.0.0.1"
@@ -102,6 +116,9 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
         parsed = await parse(request, WritebackRequest)
         if isinstance(parsed, Response):
             return parsed
+        if len(parsed.action_responses) > MAX_ACTION_RESPONSES:
+            message = f"more than {MAX_ACTION_RESPONSES} action responses in one writeback"
+            return error_response(413, "too_large", message)
         try:
             status, body = await service.writeback(branch_id, parsed, principal_of(request.scope))
         except RequestRefused as e:
@@ -155,15 +172,40 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
     middleware: list[Middleware] = []
     if options.access_log:
         middleware.append(Middleware(AccessLog))
-    if options.rate > 0:
-        middleware.append(
-            Middleware(RateLimit, rate=options.rate, burst=options.burst, exempt=OPEN_PATHS)
-        )
+    loopback = is_loopback(options.host)
+    middleware.append(
+        Middleware(RequestGuard, loopback=loopback, open_paths=OPEN_PATHS, body_paths=_BODIES)
+    )
+    limited = options.rate > 0
+    if limited:
+        ceiling = options.ceiling or options.rate * 10
+        middleware += [
+            Middleware(
+                RateLimit,
+                rate=ceiling,
+                burst=max(options.burst, int(ceiling * 2)),
+                exempt=OPEN_PATHS,
+                key=_everyone,
+                who="all clients together",
+            ),
+            Middleware(RateLimit, rate=options.rate, burst=options.burst, exempt=OPEN_PATHS),
+        ]
     principals = options.principals
     if principals is None and options.token is not None:
         principals = Principals.single(options.token)
     if principals is not None:
         middleware.append(Middleware(BearerAuth, principals=principals, open_paths=OPEN_PATHS))
+        if limited:
+            middleware.append(
+                Middleware(
+                    RateLimit,
+                    rate=options.rate,
+                    burst=options.burst,
+                    exempt=OPEN_PATHS,
+                    key=_principal_key,
+                    who="this principal",
+                )
+            )
     return Starlette(
         routes=routes,
         middleware=middleware,
@@ -173,6 +215,14 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
 
 
 _BRANCH_ID = re.compile(BRANCH_ID_PATTERN)
+
+
+def _everyone(scope: Scope) -> str:
+    return ""
+
+
+def _principal_key(scope: Scope) -> str:
+    return principal_of(scope).name
 
 
 def _invalid(error: ValidationError) -> Response:

@@ -1,12 +1,16 @@
-"""Request limits: the size of a body, and how often one client may call.
+"""Request limits: the size of a body, and how often one caller may call.
 
 Bodies are read with a bound (a declared ``Content-Length`` over it is refused before reading,
-a chunked body as soon as it passes it), answered ``413``. Rates are a token bucket per
-client address, answered ``429`` with ``Retry-After``; the buckets kept are bounded too.
+a chunked body as soon as it passes it), answered ``413``. Rates are token buckets, answered
+``429`` with ``Retry-After``; the buckets kept are bounded too. A server keeps three: one for
+all requests together (a ceiling), one per client (``client_group``: an IPv6 /64 and all of
+loopback count as one client, so rotating addresses evades nothing) and one per principal
+(after authentication: a token shared by many addresses is still one caller).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import time
 from collections import OrderedDict
@@ -17,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from composer.serve.responses import JsonResponse, error_response
 
-__all__ = ["RateLimit", "read_body"]
+__all__ = ["RateLimit", "client_group", "read_body"]
 
 _MAX_CLIENTS = 10_000
 
@@ -41,9 +45,29 @@ def _too_large(limit: int) -> JsonResponse:
     return error_response(413, "too_large", f"the request body is larger than {limit} bytes")
 
 
+def client_group(scope: Scope) -> str:
+    """Who a request counts as for the per-client rate: its address, except that every
+    loopback address is one client and an IPv6 address counts by its /64 (a host is handed a
+    whole /64 and can rotate through it)."""
+    client = scope.get("client")
+    host = client[0] if client else ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback:
+        return "loopback"
+    if isinstance(address, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network(f"{address}/64", strict=False))
+    return str(address)
+
+
 class RateLimit:
-    """ASGI middleware: at most ``rate`` requests a second per client address, in bursts of
-    up to ``burst``; paths in ``exempt`` (health probes) are never limited."""
+    """ASGI middleware: at most ``rate`` requests a second per ``key(scope)`` (by default
+    the client, ``client_group``), in bursts of up to ``burst``; paths in ``exempt`` (health
+    probes) are never limited. ``who`` words the refusal ("this client")."""
 
     def __init__(
         self,
@@ -52,6 +76,8 @@ class RateLimit:
         rate: float,
         burst: int,
         exempt: Collection[str] = (),
+        key: Callable[[Scope], str] = client_group,
+        who: str = "this client",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if rate <= 0 or burst < 1:
@@ -60,6 +86,8 @@ class RateLimit:
         self.rate = rate
         self.burst = burst
         self._exempt = frozenset(exempt)
+        self._key = key
+        self._who = who
         self._clock = clock
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, time
 
@@ -67,15 +95,14 @@ class RateLimit:
         if scope["type"] != "http" or scope["path"] in self._exempt:
             await self.app(scope, receive, send)
             return
-        client = scope.get("client")
-        wait = self._take(client[0] if client else "")
+        wait = self._take(self._key(scope))
         if wait <= 0:
             await self.app(scope, receive, send)
             return
         refusal = error_response(
             429,
             "rate_limited",
-            f"more than {self.rate:g} requests a second from this client",
+            f"more than {self.rate:g} requests a second from {self._who}",
             headers={"Retry-After": str(max(1, math.ceil(wait)))},
         )
         await refusal(scope, receive, send)

@@ -162,6 +162,10 @@ def _metadata(text: str) -> dict[str, Any] | None:
 def mcp_http_routes(service: ContextService, options: ServeOptions) -> tuple[list[BaseRoute], Any]:
     """The ``/mcp`` route for the HTTP server, and the session manager its lifespan runs.
 
+    Stateless: the server keeps no conversation, so each request is served on its own and
+    no session is kept between requests (a client opening thousands of sessions holds
+    nothing, and any replica can answer any request).
+
     On a loopback address the SDK's DNS-rebinding guard stays on (a web page cannot reach
     the server through a name that resolves to 127.0.0.1); elsewhere the bearer token, which
     ``composer serve`` requires there, is the guard.
@@ -172,6 +176,7 @@ def mcp_http_routes(service: ContextService, options: ServeOptions) -> tuple[lis
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
+        stateless_http=True,  # nothing needs a session: no table for clients to fill
         max_request_body_size=options.max_body_bytes,
         transport_security=security,
         host=options.host if options.host != "localhost" else "127.0.0.1",

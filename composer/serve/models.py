@@ -7,15 +7,18 @@ project adds (turn id, budget, tokens used, one typed outcome per provider).
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from composer.outcomes import Outcome
 from composer.registry import ProviderReport
 
 __all__ = [
     "BRANCH_ID_PATTERN",
+    "MAX_ACTION_RESPONSES",
+    "MAX_DEPTH",
+    "MAX_NODES",
     "BranchIn",
     "ErrorBody",
     "ErrorDetail",
@@ -34,6 +37,14 @@ __all__ = [
     "WritebackResultOut",
 ]
 
+MAX_NODES = 10_000
+"""Values (strings, numbers, items, keys) in one request's data: guidance, context, metadata,
+or one writeback's action responses."""
+MAX_DEPTH = 32
+"""Nesting of that data."""
+MAX_ACTION_RESPONSES = 1000
+"""Action responses in one writeback (more: ``413``)."""
+
 BRANCH_ID_PATTERN = r"^[A-Za-z0-9._~:@-]{1,128}$"
 """Branch ids are path segments (``/v1/branches/{id}/writeback``): unreserved URL characters."""
 
@@ -44,12 +55,33 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _bounded(value: Any) -> Any:
+    """``value`` if it holds at most ``MAX_NODES`` values nested at most ``MAX_DEPTH`` deep:
+    work on a request (rendering its guidance as YAML, keying its writeback) stays small."""
+    count = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise ValueError(f"more than {MAX_NODES} values")
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValueError(f"nested more than {MAX_DEPTH} deep")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+Bounded = Annotated[Any, AfterValidator(_bounded)]
+
+
 class BranchIn(_Body):
     """The conversation branch the turn belongs to; its registry is kept by ``id``."""
 
     id: str = Field(pattern=BRANCH_ID_PATTERN, description="The branch's id (kept per id).")
     name: str | None = Field(None, description="What templates see as `branch.name`.")
-    metadata: dict[str, Any] = Field(
+    metadata: Annotated[dict[str, Any], AfterValidator(_bounded)] = Field(
         default_factory=dict, description="What templates see as `branch.metadata`."
     )
 
@@ -58,11 +90,15 @@ class InstructionIn(_Body):
     """The user's turn."""
 
     text: str = Field(description="The instruction text (templates: `instruction.text`).")
-    guidance: Any = Field(
+    guidance: Bounded = Field(
         None,
-        description="Guidance folded after the injected blocks: text, or data rendered as YAML.",
+        description="Guidance folded after the injected blocks: text, or data rendered as YAML "
+        f"(at most {MAX_NODES} values, {MAX_DEPTH} deep).",
     )
-    context: Any = Field(None, description="What templates see as `instruction.context`.")
+    context: Bounded = Field(
+        None,
+        description="What templates see as `instruction.context` (bounded like guidance).",
+    )
 
 
 class TurnRequest(_Body):
@@ -133,13 +169,10 @@ class TurnResponse(_Body):
 
 
 class WritebackBranch(_Body):
-    """The branch a writeback belongs to, as its turn stated it."""
+    """The branch a writeback belongs to, as its turn stated it (its id is in the path)."""
 
-    id: str | None = Field(
-        None, pattern=BRANCH_ID_PATTERN, description="If given, the id in the path."
-    )
     name: str | None = Field(None, description="What templates see as `branch.name`.")
-    metadata: dict[str, Any] = Field(
+    metadata: Annotated[dict[str, Any], AfterValidator(_bounded)] = Field(
         default_factory=dict, description="What templates see as `branch.metadata`."
     )
 
@@ -147,7 +180,10 @@ class WritebackBranch(_Body):
 class WritebackRequest(_Body):
     """Action responses (tool results) to hand to the providers' writeback hooks (ADR D7)."""
 
-    action_responses: list[Any]
+    action_responses: Annotated[list[Any], AfterValidator(_bounded)] = Field(
+        description=f"At most {MAX_ACTION_RESPONSES} (more: 413), holding at most {MAX_NODES} "
+        f"values nested at most {MAX_DEPTH} deep."
+    )
     branch: WritebackBranch | None = Field(
         None,
         description="The branch's name and metadata, bound like a turn's. Without it the "

@@ -30,8 +30,10 @@ __all__ = ["openapi_document"]
 _REF = "#/components/schemas/{model}"
 _ERRORS = {
     "401": "No valid bearer token (only when the server has one).",
-    "403": "The branch states another value for a metadata key bound to the caller.",
+    "403": "A metadata key bound to the caller stated otherwise, or a foreign Origin.",
     "409": "A writeback for a branch the server does not know, without `branch`.",
+    "415": "The body is not application/json.",
+    "421": "A Host that is not this machine's loopback name, on a loopback listener.",
     "413": "The body is larger than the server's limit.",
     "422": "The body is not JSON, or not this shape.",
     "429": "Too many requests from this client; see Retry-After.",
@@ -74,7 +76,7 @@ def openapi_document() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": json_body(ref(TurnResponse), "The turn."),
-                    **errors("401", "403", "413", "422", "429"),
+                    **errors("401", "403", "413", "415", "421", "422", "429"),
                 },
             }
         },
@@ -101,7 +103,7 @@ def openapi_document() -> dict[str, Any]:
                     "200": json_body(ref(WritebackResponse), "Every writeback hook succeeded."),
                     "207": json_body(ref(WritebackResponse), "Some hooks failed (see each)."),
                     "503": json_body(ref(WritebackResponse), "Every hook failed: nothing kept."),
-                    **errors("401", "403", "409", "413", "422", "429"),
+                    **errors("401", "403", "409", "413", "415", "421", "422", "429"),
                 },
             }
         },
@@ -112,7 +114,7 @@ def openapi_document() -> dict[str, Any]:
                 "security": secured,
                 "responses": {
                     "200": json_body(ref(ManifestOut), "The manifest."),
-                    **errors("401", "429"),
+                    **errors("401", "403", "421", "429"),
                 },
             }
         },

@@ -1,9 +1,12 @@
-"""Listening: the socket, uvicorn, and a graceful stop.
+"""Listening: the socket, uvicorn, connection bounds, and a graceful stop.
 
 The socket is bound here, before uvicorn starts, so that ``--port 0`` can say which port it
-got. uvicorn stops on SIGINT or SIGTERM: it stops accepting, lets requests in flight finish
-(for up to ``graceful_s``), then runs the app's shutdown, which closes every provider; the
-command then exits 0.
+got. Connections are bounded (``composer.serve.connections``: a request deadline, per-client
+and total caps below the descriptor limit, raised to its hard limit first). uvicorn stops on
+SIGINT or SIGTERM: it stops accepting, lets requests in flight finish (for up to
+``graceful_s``), then runs the app's shutdown, which closes every provider; the command then
+exits 0. Client addresses come from the socket unless ``forwarded_allow_ips`` names the
+reverse proxies whose ``X-Forwarded-For`` is trusted.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from composer.errors import ServeError
+from composer.serve.connections import ConnectionLimits, guarded_protocol
 
 __all__ = ["bind", "serve"]
 
@@ -45,8 +49,9 @@ def serve(
     app: ASGIApp,
     sock: socket.socket,
     *,
-    graceful_s: int = 10,
-    access_log: bool = False,
+    graceful_s: int = 5,
+    limits: ConnectionLimits | None = None,
+    forwarded_allow_ips: str | None = None,
     started: Callable[[str], None] | None = None,
 ) -> None:
     """Run ``app`` on ``sock`` until a signal stops it; ``started`` hears the URL."""
@@ -54,10 +59,13 @@ def serve(
     shown = f"[{host}]" if ":" in host else host
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(limits or ConnectionLimits()),
         lifespan="on",
-        access_log=access_log,
+        access_log=False,  # composer's own (composer.serve.access) names the principal
         server_header=False,
-        proxy_headers=False,
+        proxy_headers=forwarded_allow_ips is not None,
+        forwarded_allow_ips=forwarded_allow_ips,
+        timeout_keep_alive=5,
         timeout_graceful_shutdown=graceful_s,
         log_config=None,  # the command's own handler masks secrets in every record
     )

@@ -17,6 +17,7 @@ tool result in a later turn is stored again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections import OrderedDict
@@ -40,7 +41,7 @@ from composer.serve.models import (
 )
 from composer.serve.principals import LOCAL_PRINCIPAL, bind
 from composer.serve.tenancy import check_isolation
-from composer.turn import Branch, Instruction, prepare_turn
+from composer.turn import Branch, Instruction, prepare_turn, render_guidance
 
 __all__ = ["ContextService", "mask_strings"]
 
@@ -127,6 +128,10 @@ class ContextService:
         key bound to the principal."""
         given = request.instruction
         instruction = Instruction(given.text, guidance=given.guidance, context=given.context)
+        if given.guidance and not isinstance(given.guidance, str):
+            # PyYAML's dumper is slow on data: render it off the event loop, for the fold
+            text = await asyncio.to_thread(render_guidance, given.guidance)
+            instruction._rendered_guidance = text  # type: ignore[attr-defined]
         metadata = bind(principal, request.branch.metadata)
         key = _key(principal, request.branch.id)
         async with self.branches.use(key) as entry:
@@ -158,10 +163,6 @@ class ContextService:
         refused (``409``) rather than written into a default namespace.
         """
         stated = request.branch
-        if stated is not None and stated.id is not None and stated.id != branch_id:
-            raise RequestRefused(
-                422, "invalid_body", "branch.id differs from the branch id in the path"
-            )
         key = _key(principal, branch_id)
         if stated is None and key not in self.branches:
             raise RequestRefused(

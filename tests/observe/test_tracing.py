@@ -20,6 +20,7 @@ from localserver import serving_json
 
 import composer
 from composer.observe.tracing import CAPTURE_CONTENT
+from composer.principal import Principal, current_principal
 
 from .conftest import turns, write
 
@@ -78,6 +79,20 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
+async def test_a_served_turn_span_names_its_principal(
+    tmp_path: Path, status_url: str, spans: InMemorySpanExporter
+) -> None:
+    manifest = manifest_in(tmp_path, status_url)
+    token = current_principal.set(Principal("team-a"))
+    try:
+        await turns(manifest, 1)
+    finally:
+        current_principal.reset(token)
+        await manifest.aclose()
+    turn, _ = by_name(spans)
+    assert attrs(turn)["composer.principal"] == "team-a"
+
+
 async def test_one_turn_span_with_one_child_per_provider_carrying_the_outcome(
     tmp_path: Path, status_url: str, spans: InMemorySpanExporter
 ) -> None:
@@ -120,6 +135,7 @@ async def test_one_turn_span_with_one_child_per_provider_carrying_the_outcome(
     assert turn_attrs["composer.budget"] == 200
     assert turn_attrs["gen_ai.conversation.id"]  # the branch id
     assert turn_attrs["composer.branch.name"] == "payments"
+    assert turn_attrs["composer.principal"] == ""  # in process: no principal
     for child in children:  # within the turn, in the turn's trace
         assert child.context.trace_id == turn.context.trace_id
         assert turn.start_time is not None

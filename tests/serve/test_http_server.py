@@ -18,6 +18,7 @@ from composer.cli.main import main
 from composer.serve.openapi import openapi_document
 from serve.conftest import CONFIGS, ROOT, Server, notes_entry, process_gone, start_serve, stop
 
+JSON = {"content-type": "application/json"}
 TURN = {
     "branch": {"id": "payments-1", "name": "payments", "metadata": {"team": "pay"}},
     "system": "You are the on-call assistant.\n",
@@ -97,7 +98,7 @@ def test_each_branch_keeps_its_own_registry_and_the_request_names_it(dev_server:
 def test_a_bad_body_is_a_422_naming_the_problem_never_a_traceback(
     dev_server: Server, body: bytes, where: list[str]
 ) -> None:
-    response = httpx.post(f"{dev_server.url}/v1/turns", content=body)
+    response = httpx.post(f"{dev_server.url}/v1/turns", content=body, headers=JSON)
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["type"] == "invalid_body"
@@ -221,7 +222,7 @@ def test_with_the_token_a_turn_is_served_and_limits_apply(guarded_server: Server
     with httpx.Client(base_url=guarded_server.url, headers=headers) as client:
         time.sleep(2.1)  # a full bucket: two requests
         assert client.post("/v1/turns", json=TURN).status_code == 200
-        too_large = client.post("/v1/turns", content=b"x" * 5000)
+        too_large = client.post("/v1/turns", content=b"x" * 5000, headers=JSON)
         limited = client.post("/v1/turns", json=TURN)
     assert (too_large.status_code, too_large.json()["error"]["type"]) == (413, "too_large")
     assert (limited.status_code, limited.json()["error"]["type"]) == (429, "rate_limited")
