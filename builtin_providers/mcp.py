@@ -185,7 +185,7 @@ class McpConfig(ProviderConfig):
     )
     tool: ToolCall | None = Field(default=None, description="A tool to call: {name, arguments}.")
     request_timeout_s: float = Field(
-        default=30.0,
+        default=10.0,
         gt=0,
         le=3600,
         description="One deadline for the request (after the server is up); past it the "

@@ -2,18 +2,19 @@
 
 Standard library only, so it starts in milliseconds. It speaks just enough of the protocol
 (the ``initialize`` handshake, ``resources/read``, ``tools/list``, ``tools/call``) and chooses
-how to misbehave by the resource URI or the tool name:
+how to misbehave by the resource URI (``peer://<kind>:<argument>``, percent-encoded or not)
+or the tool name:
 
-* ``big://<n>``: a text resource of ``n`` bytes, on one line, written in chunks;
-* ``endless://``: a message that never ends (no newline, ever);
-* ``hang://``: no answer at all;
-* ``text://<words>``: the text ``<words>``;
-* tool ``sleep``: sleeps for ten minutes before answering.
+* ``big:<n>``: a text resource of ``n`` bytes, on one line, written in chunks;
+* ``endless``: a message that never ends (no newline, ever);
+* ``hang``: no answer at all;
+* ``text:<words>``: the text ``<words>``;
+* tool ``sleep``: sleeps for ten minutes before answering (``BUSY_FILE`` says when it starts).
 
 Environment: ``STARTS_FILE`` (its process id is appended there at start), ``START_DELAY_S``
 (sleep before reading anything), ``STDERR_LINES`` (written to stderr at start, one per line),
 ``EXIT_CODE`` (then exit at once with it), ``STOP_FILE`` (SIGTERM writes ``SIGTERM`` there and
-exits), ``IGNORE_SIGTERM``, ``GRANDCHILD_FILE`` (start a sleeping child in this process group
+exits), ``IGNORE_SIGTERM``, ``IGNORE_EOF`` (stay after stdin closes), ``GRANDCHILD_FILE`` (start a sleeping child in this process group
 and write its id there).
 """
 
@@ -25,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from typing import Any
 
 CHUNK = 1 << 20
@@ -66,19 +68,22 @@ def answer(message: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": request_id, "result": result})
     elif method == "resources/read":
         uri = params["uri"]
-        scheme, _, rest = uri.partition("://")
-        if scheme == "big":
+        kind, _, rest = urllib.parse.unquote(uri.partition("://")[2]).partition(":")
+        if kind == "big":
             write_resource(request_id, uri, int(rest))
-        elif scheme == "endless":
+        elif kind == "endless":
             write_resource(request_id, uri, None)
-        elif scheme == "text":
+        elif kind == "text":
             contents = [{"uri": uri, "text": rest, "mimeType": "text/plain"}]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"contents": contents}})
-        # hang:// gets no answer
+        # hang gets no answer
     elif method == "tools/list":
         tools = [{"name": "sleep", "inputSchema": {"type": "object"}}]
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}})
     elif method == "tools/call" and params.get("name") == "sleep":
+        if os.environ.get("BUSY_FILE"):
+            with open(os.environ["BUSY_FILE"], "w", encoding="utf-8") as file:
+                file.write("sleeping")
         time.sleep(600)
     else:
         error = {"code": -32601, "message": f"no method {method}"}
@@ -117,6 +122,8 @@ def main() -> None:
                 answer(json.loads(line))
     except BrokenPipeError:
         pass
+    if os.environ.get("IGNORE_EOF"):
+        time.sleep(600)
 
 
 if __name__ == "__main__":
