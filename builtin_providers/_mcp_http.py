@@ -5,7 +5,9 @@ whole, however large. Here an httpx transport under the SDK's client counts the 
 POST response (the answer to one request) and refuses it past ``max_response_bytes``: the
 declared length at once, else as the bytes arrive, and a compressed body only as far as it
 inflates to the cap (``read_bounded``). It also notes the HTTP status of a refused request, so
-a wrong URL reads "HTTP 404 at URL", and keeps the session's closing DELETE short.
+a wrong URL reads "HTTP 404 at URL", ends the link when the server no longer knows its
+session (a 404 to a request that carries the session id: the server restarted), and keeps
+the session's closing DELETE short.
 """
 
 from __future__ import annotations
@@ -140,6 +142,9 @@ class _Bounded(httpx2.AsyncBaseTransport):
         response = await self.inner.handle_async_request(request)
         if response.status_code >= 400 and link.status is None:
             link.status = f"HTTP {response.status_code} at {link.shown}"
+        forgotten = response.status_code == 404 and "mcp-session-id" in request.headers
+        if forgotten and link.on_end is not None:  # the server restarted: the session is over
+            link.on_end()
         if request.method != "POST":
             return response  # the event stream: the SDK bounds each event
         assert isinstance(response.stream, httpx2.AsyncByteStream)

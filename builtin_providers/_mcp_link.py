@@ -26,7 +26,7 @@ class Link(Protocol):
     """A bound the server broke (a message too large): the session must not be reused."""
 
     on_end: Callable[[], None] | None
-    """Called when the link finds the server gone (its process exited)."""
+    """Called when the link finds the session over: the process exited, the server forgot it."""
 
     def transport(self) -> AbstractAsyncContextManager[TransportStreams]:
         """The read and write streams the SDK's ``Client`` speaks over."""

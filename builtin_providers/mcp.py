@@ -409,8 +409,8 @@ class McpSession:
                 if fault is not None:
                     self._drop(current)
                     raise ProviderError(f"{fault}; the session is closed") from e
-                if not _connection_lost(e):
-                    raise
+                if not (_connection_lost(e) or current.stop.is_set()):
+                    raise  # the server answered no, on a session that is still open
                 self._drop(current)
                 if attempt == attempts:
                     raise ProviderError(

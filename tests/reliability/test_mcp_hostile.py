@@ -156,12 +156,13 @@ async def test_an_endless_line_is_cut_at_max_response_bytes_and_its_server_stopp
 
 class McpOverHttp(BaseHTTPRequestHandler):
     """Just enough streamable HTTP MCP to connect; ``resources/read`` answers ``ANSWER``:
-    ``declared`` (a 50 MiB Content-Length), ``streamed`` (50 MiB, no length), or a 404 for
-    every request with ``NOT_FOUND``."""
+    ``declared`` (a 50 MiB Content-Length), ``streamed`` (50 MiB, no length) or ``text``; a
+    404 for every request with ``NOT_FOUND``, and for a session id not in ``SESSIONS``."""
 
     protocol_version = "HTTP/1.1"
     ANSWER: ClassVar[str] = "streamed"
     NOT_FOUND: ClassVar[bool] = False
+    SESSIONS: ClassVar[set[str]] = set()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -182,23 +183,30 @@ class McpOverHttp(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.NOT_FOUND:
-            return self.reply(404, b"no such endpoint")
+        session = self.headers.get("mcp-session-id")
+        if self.NOT_FOUND or (session is not None and session not in self.SESSIONS):
+            return self.reply(404, b"no such endpoint or session")
         request_id, method = message.get("id"), message.get("method")
+        headers = {"Content_Type": "application/json"}
         if request_id is None:
             return self.reply(202)
-        if method == "resources/read":
+        if method == "resources/read" and self.ANSWER != "text":
             return self.flood()
-        if method == "initialize":
+        if method == "resources/read":
+            contents = [{"uri": "a://b", "text": f"session {len(self.SESSIONS)}"}]
+            body = {"jsonrpc": "2.0", "id": request_id, "result": {"contents": contents}}
+        elif method == "initialize":
             result = {
                 "protocolVersion": message["params"]["protocolVersion"],
                 "capabilities": {"resources": {}},
                 "serverInfo": {"name": "flood", "version": "1"},
             }
             body = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            headers["Mcp_Session_Id"] = f"s{len(self.SESSIONS) + 1}"
+            self.SESSIONS.add(headers["Mcp_Session_Id"])
         else:
             body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}}
-        self.reply(200, json.dumps(body).encode(), Content_Type="application/json")
+        self.reply(200, json.dumps(body).encode(), **headers)
 
     def flood(self) -> None:
         self.send_response(200)
@@ -219,6 +227,7 @@ class McpOverHttp(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def http_server() -> Iterator[str]:
+    McpOverHttp.SESSIONS = set()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), McpOverHttp)
     httpd.daemon_threads = True
     with serving(httpd):
@@ -245,6 +254,24 @@ async def test_a_50_mib_http_response_is_refused_and_memory_stays_flat(
     assert f"the response from {http_server} is over {MIB} bytes" in error
     assert ("(declared" in error) == (answer == "declared")
     assert peak < 40 * MIB, f"peak {peak / MIB:.1f} MiB"
+
+
+async def test_an_http_session_the_server_forgot_is_replaced_within_the_turn(
+    tmp_path: Path, http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that restarted answers the old session id with 404: the read is made again
+    on a new session, as for a stdio server that died."""
+    monkeypatch.setattr(McpOverHttp, "ANSWER", "text")
+    entry = {"name": "h", "type": "mcp", "server": {"url": http_server}, "resource": "a://b"}
+    manifest = load_manifest(write_manifest(tmp_path, entry))
+    try:
+        first = await one_turn(manifest)
+        McpOverHttp.SESSIONS.clear()  # as after a restart
+        second = await one_turn(manifest)
+    finally:
+        await manifest.aclose()
+    assert first.report.blocks == ["session 1"]
+    assert second.report.blocks == ["session 1"]  # the one session the server knows now
 
 
 # --------------------------------------------------------------------------- hangs
