@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -34,7 +35,6 @@ from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
 from builtin_providers._mcp_link import describe
-from composer.manifest.yamlnodes import printable
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -237,7 +237,7 @@ class _StderrLog:
         self._dropped = 0
 
     def line(self, raw: bytes) -> None:
-        text = printable(raw.rstrip(b"\r\n")[: _STDERR_CHARS * 4].decode("utf-8", "replace"))
+        text = _printable(raw.rstrip(b"\r\n")[: _STDERR_CHARS * 4].decode("utf-8", "replace"))
         text = text[:_STDERR_CHARS]
         if not text.strip():
             return
@@ -257,6 +257,17 @@ class _StderrLog:
         if self._dropped:
             logger.warning("%s: %d more stderr lines not shown", self.label, self._dropped)
             self._dropped = 0
+
+
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+"""What must not reach a terminal or a log raw: C0 and C1 controls, DEL, line separators and
+bidirectional overrides (the set of ``composer.manifest.yamlnodes.printable``, which the
+built-in types cannot import: they import only ``composer.plugin``)."""
+
+
+def _printable(text: str) -> str:
+    r"""``text`` with each unsafe character as its Python escape (``\x1b``)."""
+    return _UNSAFE.sub(lambda match: repr(match.group())[1:-1], text)
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:

@@ -880,12 +880,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader left early (`composer preview ... | head`)
         _detach_stdout()
         return 1
-    except KeyboardInterrupt:
-        _say("interrupted")
-        return 130
     except Terminated:  # SIGTERM during preview or test, once the providers were closed
         _say("terminated")
         return 143
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
     except OSError as e:  # stdout is full or gone (`> /dev/full`)
         _detach_stdout()
         _say(f"cannot write the output: {e.strerror or type(e).__name__}")

@@ -8,7 +8,6 @@ servers), and ``Terminated`` reaches ``main``, which exits 143 with one line.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
 from collections.abc import Coroutine
@@ -19,16 +18,21 @@ __all__ = ["Terminated", "run"]
 _T = TypeVar("_T")
 
 
-class Terminated(Exception):
-    """SIGTERM arrived; the command stopped what it had started and gave up."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived, and was handled as Ctrl-C is: the command stopped what it had started
+    and gave up. An interrupt, not an error, so no ``except Exception`` on the way stops it."""
 
 
 def run(main: Coroutine[Any, Any, _T]) -> _T:
     """``asyncio.run(main)``, with SIGTERM cancelling ``main`` (then raising ``Terminated``)."""
+    import asyncio  # here: ``main`` imports this module, and ``--help`` must stay light
+
     return asyncio.run(_terminable(main))
 
 
 async def _terminable(main: Coroutine[Any, Any, _T]) -> _T:
+    import asyncio
+
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     signalled = False

@@ -503,3 +503,10 @@ def test_forged_stderr_lines_are_escaped_prefixed_and_rate_limited(tmp_path: Pat
     chatter = [line for line in lines_out if "chatter" in line]
     assert 0 < len(chatter) < 100, len(chatter)
     assert any("more stderr lines not shown" in line for line in lines_out)
+
+
+def test_stderr_is_escaped_by_the_same_rule_as_everything_composer_prints() -> None:
+    from builtin_providers import _mcp_stdio
+    from composer.manifest import yamlnodes
+
+    assert _mcp_stdio._UNSAFE.pattern == yamlnodes._UNSAFE.pattern
