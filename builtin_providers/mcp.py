@@ -275,11 +275,6 @@ class McpSession:
         current = self._current
         return current is not None and current.ready.done() and not current.failed
 
-    @property
-    def link(self) -> Link | None:
-        """The link of the current session (a stdio link knows its process)."""
-        return self._current.link if self._current is not None else None
-
     async def client(self) -> Client:
         """The connected client, starting the server (again) when there is none."""
         return (await self._connection()).ready.result()
