@@ -11,7 +11,14 @@ One session per server per loaded manifest is shared by every branch built from 
 anyio task groups that must be left by the task that entered them. A session whose server
 died is replaced on the next turn (a resource read or a prompt cut by the death is retried
 once on the new session; a tool call is not, as it may have acted). ``Manifest.aclose()``
-closes it. The MCP SDK (the ``mcp`` extra) is imported on first use, so a manifest without an
+closes it.
+
+A hostile or broken server is bounded by default: each message it sends is capped
+(``max_response_bytes``, in the transport: ``_mcp_stdio``, ``_mcp_http``), each request has a
+deadline (``request_timeout_s``), and a session that broke either is closed, so the next turn
+starts afresh. A stdio server runs in its own process group and is stopped with it, and dies
+with composer. Errors name what failed (refused, HTTP status, exit code and last stderr line).
+The MCP SDK (the ``mcp`` extra) is imported on first use, so a manifest without an
 ``mcp`` provider never needs it, and without it this provider fails each turn with a
 ProviderError that says what to install.
 """
@@ -19,20 +26,25 @@ ProviderError that says what to install.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import os
+import shutil
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
 from builtin_providers._json_templates import compile_json, render_json
+from builtin_providers._mcp_link import Link, describe
 from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
     ManifestPath,
+    Problem,
     Progress,
     Provider,
     ProviderConfig,
@@ -63,6 +75,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TEMPLATE = "{{ text }}"
 INSTALL_HINT = "pip install 'context-composer[mcp]'"
+
+_CLOSE_S = 5.0
+"""How long ``aclose`` waits for the sessions to stop (each stops within a few seconds)
+before it cancels what is left."""
 
 _T = TypeVar("_T")
 _BLOCK_NAMES = frozenset({"text", "skipped"})
@@ -95,8 +111,14 @@ class ServerConfig(StrictModel):
         default=30.0,
         gt=0,
         le=600,
-        description="How long starting or reaching the server may take; past it the turn fails "
-        "and the next one tries again.",
+        description="How long a turn waits for the server to start or answer its first "
+        "request; past it the turn fails, and the server is left starting for a later turn.",
+    )
+    max_response_bytes: int = Field(
+        default=1 << 20,
+        ge=1,
+        description="The largest message the server may send (a stdout line over stdio, a "
+        "response body over HTTP); a larger one fails the request and closes the session.",
     )
 
     @model_validator(mode="after")
@@ -116,7 +138,7 @@ class ServerConfig(StrictModel):
         """What makes two providers use the same server, and so the same session (hashed: it
         holds the secrets of ``env`` and ``headers``)."""
         fields: list[Any] = [self.command, self.args, self.env, str(self.cwd), self.url]
-        fields += [self.headers, self.connect_timeout_s]
+        fields += [self.headers, self.connect_timeout_s, self.max_response_bytes]
         raw = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -162,6 +184,13 @@ class McpConfig(ProviderConfig):
         default=None, description="A prompt to get: {name, arguments}."
     )
     tool: ToolCall | None = Field(default=None, description="A tool to call: {name, arguments}.")
+    request_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="One deadline for the request (after the server is up); past it the "
+        "request fails and the session is closed, so the next turn starts a new one.",
+    )
     separator: str = Field(default="\n", description="Between the text parts of the answer.")
     template: _BlockTemplate = Field(
         default=DEFAULT_TEMPLATE,
@@ -176,23 +205,66 @@ class McpConfig(ProviderConfig):
             raise ValueError("give exactly one of resource, prompt or tool")
         return self
 
+    def check(self) -> list[Problem]:
+        """``server.command`` is a program this machine can run (on the PATH the server will
+        get, or a path from its ``cwd``), and ``server.cwd`` is a folder."""
+        server = self.server
+        if server.command is None:
+            return []
+        cwd = Path(server.cwd) if server.cwd is not None else None
+        if cwd is not None and not cwd.is_dir():
+            return [Problem(("server", "cwd"), f"no such folder: {cwd}")]
+        command = server.command
+        if os.sep in command:
+            path = (cwd or Path.cwd()) / command
+            if not path.is_file():
+                return [Problem(("server", "command"), f"no such file: {path}")]
+            if not os.access(path, os.X_OK):
+                return [Problem(("server", "command"), f"not executable: {path}")]
+            return []
+        search = server.env.get("PATH", os.environ.get("PATH", os.defpath))
+        if shutil.which(command, path=search) is None:
+            return [Problem(("server", "command"), f"no such command on PATH: {command}")]
+        return []
+
+
+@dataclass
+class _Connection:
+    """One attempt at a session: its link, the client once connected (``ready``), the
+    signal to leave (``stop``) and the background task that owns it."""
+
+    link: Link
+    ready: asyncio.Future[Client]
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def failed(self) -> bool:
+        ready = self.ready
+        return self.link.fault is not None or (
+            ready.done() and (ready.cancelled() or ready.exception() is not None)
+        )
+
 
 class McpSession:
     """One connected MCP client for one server, shared by every branch of a loaded manifest.
 
-    A background task enters the SDK's ``Client`` and holds it open until ``aclose``; turns
-    call through it from their own tasks. A connection found lost is discarded, and the next
-    call starts a new one (a new child process, for stdio). Bound to the event loop that
-    started it: on another loop (one ``asyncio.run`` per CLI command) it starts afresh.
+    A background task enters the SDK's ``Client`` and holds it open until it is stopped;
+    turns call through it from their own tasks. A connection that is lost, that broke a bound
+    or whose request ran past its deadline is discarded, and the next call starts a new one
+    (a new child process, for stdio). A start slower than ``connect_timeout_s`` fails that
+    turn but goes on, so a later turn finds the server up instead of starting it again. Bound
+    to the event loop that started it: on another loop (one ``asyncio.run`` per CLI command)
+    it starts afresh.
     """
 
-    def __init__(self, server: ServerConfig) -> None:
+    def __init__(self, server: ServerConfig, label: str = "mcp") -> None:
         self.server = server
+        self.label = label
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = asyncio.Lock()
-        self._ready: asyncio.Future[Client] | None = None
-        self._stop: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._current: _Connection | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
         where = "stdio" if self.server.command is not None else "streamable HTTP"
@@ -200,57 +272,88 @@ class McpSession:
 
     @property
     def is_open(self) -> bool:
-        ready = self._ready
-        return (
-            ready is not None
-            and ready.done()
-            and not ready.cancelled()
-            and (ready.exception() is None)
-        )
+        current = self._current
+        return current is not None and current.ready.done() and not current.failed
 
     async def client(self) -> Client:
         """The connected client, starting the server (again) when there is none."""
+        return (await self._connection()).ready.result()
+
+    async def _connection(self) -> _Connection:
         _require_sdk()
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # the old loop took its session with it
             self._loop, self._lock = loop, asyncio.Lock()
-            self._ready = self._stop = self._task = None
+            self._current, self._tasks = None, set()
         async with self._lock:
-            ready = self._ready
-            if ready is None or (ready.done() and (ready.cancelled() or ready.exception())):
-                ready = self._start()
+            current = self._current
+            if current is None or current.failed:
+                if current is not None:
+                    self._drop(current)
+                current = self._start()
         timeout = self.server.connect_timeout_s
         try:
             async with asyncio.timeout(timeout):
-                return await asyncio.shield(ready)
+                await asyncio.shield(current.ready)
         except TimeoutError:
-            await self.discard(ready)
-            raise ProviderError(f"the MCP server did not answer within {timeout:g} s") from None
-        except ProviderError:
-            raise
+            raise ProviderError(
+                f"the MCP server did not start within {timeout:g} s (it is left starting: "
+                "a later turn uses it once it is up)"
+            ) from None
         except Exception as e:
-            raise ProviderError(f"cannot start the MCP server: {_describe(e)}") from e
+            raise ProviderError(f"cannot start the MCP server: {current.link.explain(e)}") from e
+        return current
 
-    def _start(self) -> asyncio.Future[Client]:
+    def _start(self) -> _Connection:
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         ready.add_done_callback(_retrieved)  # a start nobody waits for any more is not an error
-        stop = asyncio.Event()
-        self._ready, self._stop = ready, stop
-        self._task = asyncio.create_task(self._own(ready, stop), name="composer-mcp-session")
-        return ready
+        link = self._link()
+        current = _Connection(link, ready)
+        link.on_end = lambda: self._ended(current)
+        self._current = current
+        current.task = asyncio.create_task(self._own(current), name="composer-mcp-session")
+        self._tasks.add(current.task)
+        current.task.add_done_callback(self._tasks.discard)
+        return current
 
-    async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+    def _link(self) -> Link:
+        server = self.server
+        if server.command is not None:
+            from builtin_providers._mcp_stdio import StdioLink
+
+            return StdioLink(
+                server.command,
+                list(server.args),
+                dict(server.env),
+                server.cwd,
+                label=self.label,
+                max_line_bytes=server.max_response_bytes,
+            )
+        from builtin_providers._mcp_http import HttpLink
+
+        assert server.url is not None
+        return HttpLink(
+            server.url,
+            dict(server.headers),
+            connect_timeout_s=server.connect_timeout_s,
+            max_bytes=server.max_response_bytes,
+        )
+
+    async def _own(self, current: _Connection) -> None:
         """Enter the client, publish it, hold it until ``stop``; then leave it (this task
         entered the SDK's task groups, so this task must be the one that exits them)."""
+        from mcp import Client
+
+        ready = current.ready
         try:
-            async with self._connected() as client:
+            async with Client(current.link.transport(), cache=None) as client:
                 ready.set_result(client)
-                await stop.wait()
+                await current.stop.wait()
         except Exception as e:
             if not ready.done():
                 ready.set_exception(e)
             else:
-                logger.debug("MCP session ended: %s", _describe(e))
+                logger.debug("%s: MCP session ended: %s", self.label, current.link.explain(e))
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -258,81 +361,79 @@ class McpSession:
         finally:
             if not ready.done():
                 ready.set_exception(ConnectionError("the MCP session ended"))
+            if self._current is current:
+                self._current = None
 
-    @contextlib.asynccontextmanager
-    async def _connected(self) -> AsyncIterator[Client]:
-        from mcp import Client, StdioServerParameters
+    def _ended(self, current: _Connection) -> None:
+        """The link found the server gone: the next call starts a new session at once
+        (a start in progress fails on its own, naming why)."""
+        if self._current is current and current.ready.done():
+            self._current = None
+        current.stop.set()
 
-        server = self.server
-        if server.command is not None:
-            params = StdioServerParameters(
-                command=server.command,
-                args=list(server.args),
-                env=dict(server.env) or None,
-                cwd=server.cwd,
-            )
-            async with Client(params, cache=None) as client:
-                yield client
-            return
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
+    def _drop(self, current: _Connection) -> None:
+        """Stop the session ``current``: at once when connected, by cancelling its task
+        while it is still starting (a server that never answers would otherwise hold it)."""
+        if self._current is current:
+            self._current = None
+        current.stop.set()
+        if not current.ready.done() and current.task is not None:
+            current.task.cancel()
 
-        assert server.url is not None
-        timeout = httpx2.Timeout(server.connect_timeout_s, read=300.0)
-        async with (
-            httpx2.AsyncClient(
-                headers=dict(server.headers), trust_env=False, timeout=timeout
-            ) as http,
-            Client(streamable_http_client(server.url, http_client=http), cache=None) as client,
-        ):
-            yield client
-
-    async def call(self, request: Callable[[Client], Awaitable[_T]], *, retry: bool) -> _T:
-        """``request(client)``; a lost connection is discarded and, with ``retry``, the request
-        is made once more on a new one."""
+    async def call(
+        self, request: Callable[[Client], Awaitable[_T]], *, retry: bool, timeout: float
+    ) -> _T:
+        """``request(client)`` within ``timeout`` seconds. A session that ran out of time,
+        broke a bound or lost its connection is discarded; with ``retry``, a request cut by
+        a lost connection is made once more on a new one."""
         attempts = 2 if retry else 1
         for attempt in range(1, attempts + 1):
-            client = await self.client()
-            ready = self._ready
+            current = await self._connection()
+            client = current.ready.result()
             try:
-                return await request(client)
+                async with asyncio.timeout(timeout):
+                    return await request(client)
+            except TimeoutError:
+                self._drop(current)
+                raise ProviderError(
+                    f"no answer within {timeout:g} s (the session is closed; the next turn "
+                    "starts a new one)"
+                ) from None
             except Exception as e:
-                if not _connection_lost(e):
-                    raise
-                if ready is not None:
-                    await self.discard(ready)
+                fault = current.link.fault
+                if fault is not None:
+                    self._drop(current)
+                    raise ProviderError(f"{fault}; the session is closed") from e
+                if not (_connection_lost(e) or current.stop.is_set()):
+                    raise  # the server answered no, on a session that is still open
+                self._drop(current)
                 if attempt == attempts:
                     raise ProviderError(
-                        f"the connection to the MCP server was lost: {_describe(e)}"
+                        f"the connection to the MCP server was lost: {current.link.explain(e)}"
                     ) from e
-                logger.info("MCP connection lost (%s); starting a new session", _describe(e))
+                logger.info(
+                    "%s: MCP connection lost (%s); starting a new session",
+                    self.label,
+                    current.link.explain(e),
+                )
         raise AssertionError("unreachable")
 
-    async def discard(self, ready: asyncio.Future[Client]) -> None:
-        """Stop the session that ``ready`` belongs to, if it is still the current one."""
-        if ready is self._ready:
-            self._stop_session()
-
-    def _stop_session(self) -> asyncio.Task[None] | None:
-        """Ask the owner task to leave: at once when connected, by cancelling it while it is
-        still starting (a server that never answers would otherwise hold it)."""
-        task, stop, ready = self._task, self._stop, self._ready
-        self._ready = self._stop = self._task = None
-        if stop is not None:
-            stop.set()
-        if task is not None and ready is not None and not ready.done():
-            task.cancel()
-        return task
-
     async def aclose(self) -> None:
-        """Leave the client (stopping a stdio server) and wait for it; safe to call again."""
+        """Stop every session this object started and wait for them (each stops its server
+        within a few seconds); safe to call again."""
         if self._loop is not None and self._loop is not asyncio.get_running_loop():
-            self._ready = self._stop = self._task = None  # its loop is gone, and the session
+            self._current, self._tasks = None, set()  # its loop is gone, and the sessions
             return
-        task = self._stop_session()
-        if task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await task
+        if self._current is not None:
+            self._drop(self._current)
+        tasks = set(self._tasks)
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=_CLOSE_S)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=_CLOSE_S)
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
@@ -353,11 +454,6 @@ def _connection_lost(error: Exception) -> bool:
     from mcp_types import CONNECTION_CLOSED
 
     return not isinstance(error, MCPError) or error.code == CONNECTION_CLOSED
-
-
-def _describe(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 _PART_NAMES = {
@@ -434,18 +530,22 @@ class McpProvider(Provider[McpConfig]):
 
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         kind, target, arguments = self._request(context)
+        timeout = self.config.request_timeout_s
+        session = self.session
         try:
             if kind == "resource":
-                resource = await self.session.call(lambda c: c.read_resource(target), retry=True)
+                resource = await session.call(
+                    lambda c: c.read_resource(target), retry=True, timeout=timeout
+                )
                 parts: list[Any] = list(resource.contents)
             elif kind == "prompt":
-                prompt = await self.session.call(
-                    lambda c: c.get_prompt(target, arguments), retry=True
+                prompt = await session.call(
+                    lambda c: c.get_prompt(target, arguments), retry=True, timeout=timeout
                 )
                 parts = [message.content for message in prompt.messages]
             else:
-                result = await self.session.call(
-                    lambda c: c.call_tool(target, arguments), retry=False
+                result = await session.call(
+                    lambda c: c.call_tool(target, arguments), retry=False, timeout=timeout
                 )
                 parts = list(result.content)
                 if result.is_error:
@@ -457,7 +557,7 @@ class McpProvider(Provider[McpConfig]):
                 raise
             raise ProviderError(f"mcp {self.name!r}: {kind} {target!r}: {e}") from e
         except Exception as e:
-            raise ProviderError(f"mcp {self.name!r}: {kind} {target!r}: {_describe(e)}") from e
+            raise ProviderError(f"mcp {self.name!r}: {kind} {target!r}: {describe(e)}") from e
         texts, skipped = _texts(parts)
         if skipped:
             logger.info(
@@ -472,7 +572,10 @@ class McpProvider(Provider[McpConfig]):
 
 def _factory(config: McpConfig, context: BuildContext) -> McpProvider:
     server = config.server
-    session: McpSession = context.shared(f"mcp:{server.identity()}", lambda: McpSession(server))
+    label = f"mcp {config.name!r}"
+    session: McpSession = context.shared(
+        f"mcp:{server.identity()}", lambda: McpSession(server, label)
+    )
     return McpProvider(config, session)
 
 

@@ -15,7 +15,6 @@ that fails, is reported as ``file:line:col``.
 
 from __future__ import annotations
 
-import asyncio
 import operator
 import re
 import time
@@ -37,6 +36,7 @@ from pydantic import (
 
 from composer.catalog import ProviderTypes
 from composer.cli.preview import DEFAULT_SYSTEM, Outcome, Preview, run_preview
+from composer.cli.terminate import run
 from composer.errors import ComposerError, ManifestError, ProviderError, SettingsError
 from composer.manifest import Manifest, StrictModel
 from composer.manifest.loader import load_manifest
@@ -437,7 +437,7 @@ async def _run_all(tests: Tests) -> list[CaseResult]:
 
 def run_tests(tests: Tests) -> list[CaseResult]:
     """Run every test of the file, one after another; each result says what did not hold."""
-    return asyncio.run(_run_all(tests))
+    return run(_run_all(tests))
 
 
 def junit_xml(display: str, results: list[CaseResult]) -> bytes:

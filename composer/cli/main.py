@@ -27,6 +27,7 @@ from composer import __version__
 from composer.cli.audit import add_audit
 from composer.cli.memory import add_memory
 from composer.cli.serve import add_serve
+from composer.cli.terminate import Terminated
 
 if TYPE_CHECKING:  # each command imports what it runs, so --help and --version stay light
     from composer.cli.preview import Preview, ProviderRow
@@ -243,9 +244,8 @@ def run_preview_command(args: argparse.Namespace, output: Output) -> int:
         from composer.cli.watch import watch_preview
 
         return watch_preview(args, output, run_preview_command)
-    import asyncio
-
     from composer.cli.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
+    from composer.cli.terminate import run
     from composer.errors import ComposerError
 
     manifest = _load(args, output)
@@ -255,7 +255,7 @@ def run_preview_command(args: argparse.Namespace, output: Output) -> int:
     shown = str(manifest.path or args.manifest)
     try:
         with _log_records_to(output, manifest.redact):
-            preview = asyncio.run(
+            preview = run(
                 run_preview(
                     manifest,
                     args.instruction,
@@ -901,7 +901,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Whatever the terminal or the pipes do, a person sees at most one line on stderr, never a
     traceback: a reader that left (silence), a closed or full stdout (one line, exit 1),
-    Ctrl-C (providers closed, one line, exit 130); characters the output's encoding cannot
+    Ctrl-C (providers closed, one line, exit 130), SIGTERM during preview or test (the same,
+    exit 143); characters the output's encoding cannot
     show, and bytes of arguments and file names that are not UTF-8, are written escaped.
     """
     _escape_what_cannot_be_encoded()
@@ -913,6 +914,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader left early (`composer preview ... | head`)
         _detach_stdout()
         return 1
+    except Terminated:  # SIGTERM during preview or test, once the providers were closed
+        _say("terminated")
+        return 143
     except KeyboardInterrupt:
         _say("interrupted")
         return 130

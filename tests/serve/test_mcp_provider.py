@@ -232,7 +232,40 @@ async def test_a_command_that_does_not_exist_fails_the_provider(tmp_path: Path) 
     finally:
         await manifest.aclose()
     assert turn.report.failed == ["nope"]
-    assert "cannot start the MCP server" in (turn.report.outcomes[0].error or "")
+    error = turn.report.outcomes[0].error or ""
+    assert f"cannot start the MCP server: cannot run '{tmp_path / 'missing'}'" in error
+
+
+def test_validate_names_a_command_that_this_machine_cannot_run(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    script = tools / "server"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    (tools / "plain").write_text("")
+    servers: list[dict[str, Any]] = [
+        {"command": "no-such-mcp-server-here"},
+        {"command": "server", "env": {"PATH": str(tools)}},  # the PATH the child gets
+        {"command": "./tools/server", "cwd": "."},
+        {"command": "./tools/plain", "cwd": "."},
+        {"command": "server", "cwd": "nowhere"},
+        {"command": PYTHON},
+    ]
+    entries = [
+        {"name": f"m{n}", "type": "mcp", "server": server, "resource": "a://b"}
+        for n, server in enumerate(servers)
+    ]
+    path = write_manifest(tmp_path, *entries)
+    assert main(["validate", str(path)]) == 1
+    errors = capfd.readouterr().err.splitlines()
+    assert [line.split(": ", 1)[1] for line in errors] == [
+        'provider "m0": server.command: no such command on PATH: no-such-mcp-server-here',
+        f'provider "m3": server.command: not executable: {tmp_path / "tools" / "plain"}',
+        f'provider "m4": server.cwd: no such folder: {tmp_path / "nowhere"}',
+    ]
+    assert errors[0].startswith(f"{path}:")
 
 
 def test_cache_key_is_the_rendered_request(tmp_path: Path) -> None:
@@ -269,6 +302,8 @@ def test_cache_key_is_the_rendered_request(tmp_path: Path) -> None:
             {"server": {"command": "x"}, "tool": {"name": "t"}, "template": "{{ json }}"},
             "unknown name 'json'",
         ),
+        ({"server": {"command": "x", "max_response_bytes": 0}, "resource": "a://b"}, "1"),
+        ({"server": {"command": "x"}, "resource": "a://b", "request_timeout_s": 0}, "0"),
     ],
 )
 def test_invalid_configs_are_located_errors(
