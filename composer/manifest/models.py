@@ -7,6 +7,8 @@ are errors everywhere.
 
 from __future__ import annotations
 
+import asyncio
+
 import functools
 import json
 import operator
@@ -426,13 +428,17 @@ class Manifest(StrictModel):
     async def aclose(self) -> None:
         """Close the shared state that holds resources (an HTTP pool, a store), then forget it.
 
-        Registries built afterwards make their shared state again.
+        Everything is closed at once, so that several slow closes (MCP servers that take a
+        second to stop) cost the slowest, not their sum; the first failure is raised after all
+        were tried. Registries built afterwards make their shared state again.
         """
         shared = list(self._shared.values())
         self._shared.clear()
-        for value in shared:
-            if isinstance(value, Closeable):
-                await value.aclose()
+        closing = [value.aclose() for value in shared if isinstance(value, Closeable)]
+        results = await asyncio.gather(*closing, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     @property
     def origins(self) -> Mapping[KeyPath, Origin]:

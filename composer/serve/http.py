@@ -159,7 +159,7 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_callback(service.aclose)  # last: after the MCP sessions ended
+            stack.push_async_callback(_close, service)  # last: after the MCP sessions ended
             if session_manager is not None:
                 await stack.enter_async_context(session_manager.run())
             warming = asyncio.create_task(service.run_background())
@@ -215,6 +215,18 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
 
 
 _BRANCH_ID = re.compile(BRANCH_ID_PATTERN)
+
+
+CLOSE_S = 5.0
+"""How long shutdown waits for the providers to close (a hung one must not hold a stop)."""
+
+
+async def _close(service: ContextService) -> None:
+    try:
+        async with asyncio.timeout(CLOSE_S):
+            await service.aclose()
+    except TimeoutError:
+        logger.warning("closing the providers took over %g s; stopping anyway", CLOSE_S)
 
 
 def _everyone(scope: Scope) -> str:
