@@ -321,13 +321,17 @@ class _OneLineHandler(logging.Handler):
         self.output = output
         self.redact = redact
         self.addFilter(_MaskRecords(redact))
+        # Imported now, not while emitting: a server out of file descriptors logs that it
+        # is, and an import then would need one (and fail, with a traceback).
+        from composer.cli.preview import first_line
+
+        self._first_line = first_line
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.name == "composer.registry":
             return  # a provider that raised or timed out: its row already says so, once
+        first_line = self._first_line
         try:
-            from composer.cli.preview import first_line
-
             message = record.getMessage().rstrip()  # libpq ends its messages with a newline
             text = f"composer: {record.levelname.lower()}: {message}"
             error = record.exc_info[1] if record.exc_info else None
@@ -336,6 +340,12 @@ class _OneLineHandler(logging.Handler):
             self.output.warning(self.redact(text))
         except Exception:
             self.handleError(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """A line that could not be written (stderr closed, no descriptor left) is lost;
+        never logging's own ``--- Logging error ---`` traceback, which leaks the record."""
+        with contextlib.suppress(OSError):
+            os.write(2, b"composer: a log line could not be written\n")
 
 
 @contextlib.contextmanager

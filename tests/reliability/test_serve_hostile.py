@@ -341,3 +341,69 @@ def _alive(pid: int) -> bool:
             return False
         return True
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def start_limited(args: list[str], descriptors: int, log: Path) -> tuple[Server, Any]:
+    """``composer serve ARGS`` with at most ``descriptors`` file descriptors; stderr to ``log``."""
+    import subprocess
+
+    stderr = log.open("w")
+    command = [sys.executable, "-m", "composer", "serve", *args, "--port", "0"]
+    process = subprocess.Popen(
+        ["sh", "-c", f'ulimit -n {descriptors} && exec "$@"', "sh", *command],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert "listening on " in line, log.read_text()
+    url = line.split("listening on ", 1)[1].split()[0]
+    return Server(process, url), stderr
+
+
+@pytest.mark.parametrize("cap", ["default", "over the descriptor limit"])
+def test_out_of_descriptors_the_server_answers_503_or_waits_and_recovers(
+    tmp_path: Path, cap: str
+) -> None:
+    """With 300 descriptors: by default connections past the cap get 503 at once; with a
+    cap set above the limit, accepting fails (one log line, never a traceback). Either way
+    the server answers again once the sockets are gone."""
+    log = tmp_path / "stderr.log"
+    args = [str(CONFIGS), "--env", "dev", "--rate-limit", "0", "--request-timeout", "30"]
+    if cap != "default":
+        args += ["--max-connections", "5000"]
+    server, stderr = start_limited(args, 300, log)
+    sockets: list[socket.socket] = []
+    try:
+        rotating = [f"127.0.{i // 200 + 1}.{i % 200 + 1}" for i in range(600)]
+        sockets = open_idle(port_of(server), 600, rotating)
+        if cap == "default":
+            probe = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.9.9"))
+            with probe:
+                answer = probe.get(f"{server.url}/healthz", timeout=5)
+            assert answer.status_code == 503
+            assert answer.json()["error"]["type"] == "unavailable"
+        else:
+            time.sleep(1.5)  # the server meets EMFILE while accepting
+        for sock in sockets:
+            sock.close()
+        sockets = []
+        deadline = time.monotonic() + BOUND_S
+        while True:
+            try:
+                if httpx.get(f"{server.url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server did not recover"
+            time.sleep(0.2)
+    finally:
+        for sock in sockets:
+            sock.close()
+        assert server.stop() == 0
+        stderr.close()
+    text = log.read_text()
+    assert "Traceback" not in text
+    assert "--- Logging error ---" not in text
