@@ -197,9 +197,7 @@ class PostgresMemoryStore:
         """Delete the namespace's oldest written-back items beyond ``cap``, one evicting
         transaction per namespace at a time (the lock is held until commit)."""
         key = hashlib.sha256(f"composer:{self.schema}:cap:{namespace}".encode()).digest()[:8]
-        await conn.execute(
-            "SELECT pg_advisory_xact_lock(%s)", (int.from_bytes(key) - (1 << 63),)
-        )
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (int.from_bytes(key) - (1 << 63),))
         await conn.execute(
             self._sql(
                 "DELETE FROM {s}.items WHERE seq IN (SELECT seq FROM {s}.items"

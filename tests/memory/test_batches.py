@@ -22,7 +22,7 @@ def test_runs_hold_a_bounded_count_and_size_of_items_in_order() -> None:
 
 
 async def test_a_batch_of_many_runs_is_stored_once_in_order(store: ItemStore) -> None:
-    assert await store.add(BATCH[:CHUNK_ITEMS + 7]) == CHUNK_ITEMS + 7  # a batch cut short
+    assert await store.add(BATCH[: CHUNK_ITEMS + 7]) == CHUNK_ITEMS + 7  # a batch cut short
     assert await store.add(BATCH) == len(BATCH) - CHUNK_ITEMS - 7  # retried: only the rest
     assert await store.add(BATCH) == 0
     assert [item.id for item in await store.export()] == [item.id for item in BATCH]
