@@ -160,7 +160,9 @@ class ItemStore(Protocol):
         """Store the items whose ``(namespace, id)`` is new; returns how many were new.
 
         ``written_back`` marks them as an agent's writeback; ``cap`` then keeps at most that
-        many written-back items per namespace, the oldest going first.
+        many written-back items per namespace, the oldest going first. A batch is written in
+        runs (``chunks``), each one transaction: one that fails part-way keeps the runs before
+        the failure, and retried stores only the rest.
         """
         ...
 
