@@ -20,11 +20,13 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "CHUNK_CHARS",
+    "CHUNK_ITEMS",
     "COMMON_WORD",
     "MAX_QUERY_WORDS",
     "ItemStore",
@@ -35,6 +37,7 @@ __all__ = [
     "as_query",
     "body_of",
     "canonical",
+    "chunks",
     "digest_of",
     "full_text",
     "item_from_record",
@@ -62,6 +65,27 @@ Ranking costs one score per item matched, so a word found nearly everywhere woul
 query score most of the store; its weight in the ranking is small anyway (bm25's IDF). When
 every word of a query is that common, an item must have them all. See ``full_text``.
 """
+
+
+CHUNK_ITEMS = 500
+"""A store writes a batch in runs of at most this many items, one transaction (and one hold
+of its lock) each: a huge writeback never holds the store while other branches search it."""
+
+CHUNK_CHARS = 1_000_000
+"""...and of about this many characters of content (an item larger is a run of its own)."""
+
+
+def chunks(items: Sequence[MemoryItem]) -> Iterator[Sequence[MemoryItem]]:
+    """``items`` in runs of at most ``CHUNK_ITEMS`` items and about ``CHUNK_CHARS``
+    characters, in order; no items are one empty run (an add still opens its store)."""
+    start, chars = 0, 0
+    for end, item in enumerate(items):
+        size = len(body_of(item.content))
+        if end > start and (end - start == CHUNK_ITEMS or chars + size > CHUNK_CHARS):
+            yield items[start:end]
+            start, chars = end, 0
+        chars += size
+    yield items[start:]
 
 
 def full_text(counts: dict[str, int], any_of: str, all_of: str) -> str | None:
@@ -136,7 +160,9 @@ class ItemStore(Protocol):
         """Store the items whose ``(namespace, id)`` is new; returns how many were new.
 
         ``written_back`` marks them as an agent's writeback; ``cap`` then keeps at most that
-        many written-back items per namespace, the oldest going first.
+        many written-back items per namespace, the oldest going first. A batch is written in
+        runs (``chunks``), each one transaction: one that fails part-way keeps the runs before
+        the failure, and retried stores only the rest.
         """
         ...
 

@@ -12,10 +12,12 @@ replaced, rewritten before its end) is read again whole.
 Hardening: a bad or truncated line is skipped with a warning, and so is one nested deeper
 than ``MAX_DEPTH``; the file is opened with ``O_NOFOLLOW`` and must be a regular file (a
 ``memory.jsonl`` replaced by a symlink is refused, never read or appended to); the whole file
-is capped at ``max_bytes``. An append is one ``write()`` on an ``O_APPEND`` descriptor under
-an exclusive ``flock``, after reading what other writers appended, so concurrent writers in
-this process or another never interleave within a line, never glue a record onto a truncated
-one, and never store an id twice.
+is capped at ``max_bytes``; a file the store creates is 0600, whatever the umask. An append
+is one ``write()`` on an ``O_APPEND`` descriptor under an exclusive ``flock``, after reading
+what other writers appended, so concurrent writers in this process or another never
+interleave within a line, never glue a record onto a truncated one, and never store an id
+twice. A batch is appended in runs (``chunks``), each one such write, so a huge writeback
+never holds the file while another branch searches it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from builtin_providers.stores.base import (
     MemoryQuery,
     as_query,
     body_of,
+    chunks,
     item_from_record,
     line_id,
     live,
@@ -107,7 +110,8 @@ def parse_line(line: bytes) -> MemoryItem:
     # Only a line with more openers than the limit can be too deep: count before walking.
     if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _deeper_than(record, MAX_DEPTH):
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-    return item_from_record(record, line_id(line))
+    named = isinstance(record, dict) and record.get("id") is not None
+    return item_from_record(record, "" if named else line_id(line))
 
 
 @dataclass
@@ -168,7 +172,10 @@ class JsonlMemoryStore:
     ) -> int:
         if cap is not None:
             raise StoreError(f"memory file {self.path}: a JSONL store cannot cap its items")
-        return await self._io(self._append, [record_of(item) for item in items])
+        new = 0
+        for run in chunks(items):  # the lock is free, and the loop runs, between runs
+            new += await self._io(self._append, run)
+        return new
 
     async def retrieve(self, item_id_: Any, namespace: str = "") -> MemoryItem | None:
         key = (namespace, str(item_id_))
@@ -315,21 +322,22 @@ class JsonlMemoryStore:
 
     # ------------------------------------------------------------------ writing
 
-    def _append(self, records: list[dict[str, Any]]) -> int:
-        """Append the records whose id is new, as one write under the file lock; how many."""
+    def _append(self, items: Sequence[Any]) -> int:
+        """Append the items whose id is new, as one write under the file lock; how many."""
+        records = [record_of(item) for item in items]
         with self._lock:
-            fd = self._open(os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            fd = self._open_for_append()
             try:
                 if fcntl is not None:  # other writers, other processes: check and write as one
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 parsed = self._refresh(fd)
-                seen = set(parsed.by_id)
+                seen: set[tuple[str, str]] = set()  # this run's, beside the file's by_id
                 if parsed.tail is not None:
                     seen.add((parsed.tail.namespace, parsed.tail.id))
                 lines: list[bytes] = []
                 for record in records:
                     key = (record.get("namespace", ""), record["id"])
-                    if key not in seen:
+                    if key not in seen and key not in parsed.by_id:
                         seen.add(key)
                         text = json.dumps(record, ensure_ascii=False, default=str) + "\n"
                         lines.append(text.encode())
@@ -355,6 +363,19 @@ class JsonlMemoryStore:
         except OSError as e:
             message = f"memory file {self.path}: {e.strerror}" if e.strerror else str(e)
             raise StoreError(message) from e
+
+    def _open_for_append(self) -> int:
+        """A descriptor to append to, the file created 0600 if it is not there."""
+        try:
+            fd = self._open(os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:  # also a symlink: opened below, with O_NOFOLLOW, refused
+            return self._open(os.O_RDWR | os.O_APPEND)
+        try:
+            os.fchmod(fd, 0o600)  # the umask may have taken bits off
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def _open(self, flags: int) -> int:
         """A descriptor on the memory file itself: never through a link, never a non-file."""

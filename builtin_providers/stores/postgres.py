@@ -11,6 +11,12 @@ advisory lock so that many processes starting at once migrate it once; its versi
 ``store_meta``. A connection is checked when taken from the pool, so after the server
 restarts the next turn reconnects; while the server is down, taking a connection fails after
 ``connect_timeout_s`` and the turn's provider fails (contained), never the turn.
+
+A batch is written in runs (``chunks``), one transaction each, so a huge writeback never
+holds locks (or the event loop, building rows) for long. A cap's eviction takes a
+transaction advisory lock on its namespace first: writers evicting from one namespace at once
+would otherwise lock the same old rows in different orders and deadlock. A transaction the
+server still picks as a deadlock victim (two writers inserting the same ids) is retried.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import random
 import re
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -29,6 +36,7 @@ from builtin_providers.stores.base import (
     MemoryItem,
     as_query,
     body_of,
+    chunks,
     digest_of,
     full_text,
     item_from_record,
@@ -84,6 +92,7 @@ _PURGE_BATCH = 500
 _ANALYZE_AFTER = 1000  # items added at once after which the table's statistics are renewed
 _STATISTICS_TTL_S = 60.0  # how long the common lexemes read from pg_stats are used
 _LEXEMES_KEPT = 10_000  # words whose lexemes (the server's stemming) are remembered
+_DEADLOCK_ATTEMPTS = 5  # tries of a run's transaction the server aborted as a deadlock (40P01)
 
 
 def describe_dsn(dsn: str) -> str:
@@ -140,30 +149,62 @@ class PostgresMemoryStore:
     ) -> int:
         if not items:
             return 0
-        async with self._guard(), self._connection() as conn, conn.transaction():
-            new = await self._insert(conn, items, written_back)
-            if written_back and cap is not None:
-                for namespace in sorted({item.namespace for item in items}):
-                    await conn.execute(
-                        self._sql(
-                            "DELETE FROM {s}.items WHERE seq IN (SELECT seq FROM {s}.items"
-                            " WHERE namespace = %s AND written_back"
-                            " ORDER BY seq DESC OFFSET %s)"
-                        ),
-                        (namespace, cap),
-                    )
-            await conn.execute(
-                self._sql(
-                    "DELETE FROM {s}.items WHERE seq IN (SELECT seq FROM {s}.items"
-                    " WHERE expires_at <= %s ORDER BY expires_at LIMIT %s)"
-                ),
-                (time.time(), _PURGE_BATCH),
-            )
+        new = 0
+        async with self._guard(), self._connection() as conn:
+            for run in chunks(items):
+                new += await self._add_run(conn, run, written_back, cap)
         if new >= _ANALYZE_AFTER:  # an import: refresh the statistics the queries rely on
             async with self._guard(), self._connection() as conn:
                 await conn.execute(self._sql("ANALYZE {s}.items"))
             self._common = None
         return new
+
+    async def _add_run(
+        self,
+        conn: AsyncConnection[Any],
+        items: Sequence[MemoryItem],
+        written_back: bool,
+        cap: int | None,
+    ) -> int:
+        """One run of a batch in one transaction, retried when it was a deadlock's victim
+        (rolled back whole, so nothing of it is stored twice)."""
+        from psycopg import errors
+
+        attempt = 1
+        while True:
+            try:
+                async with conn.transaction():
+                    new = await self._insert(conn, items, written_back)
+                    if written_back and cap is not None:
+                        for namespace in sorted({item.namespace for item in items}):
+                            await self._evict(conn, namespace, cap)
+                    await conn.execute(  # rows another writer holds are its to delete
+                        self._sql(
+                            "DELETE FROM {s}.items WHERE seq IN (SELECT seq FROM {s}.items"
+                            " WHERE expires_at <= %s ORDER BY expires_at LIMIT %s"
+                            " FOR UPDATE SKIP LOCKED)"
+                        ),
+                        (time.time(), _PURGE_BATCH),
+                    )
+                return new
+            except errors.DeadlockDetected:
+                if attempt == _DEADLOCK_ATTEMPTS:
+                    raise
+                await asyncio.sleep(random.uniform(0, 0.05 * attempt))  # apart, not in step
+                attempt += 1
+
+    async def _evict(self, conn: AsyncConnection[Any], namespace: str, cap: int) -> None:
+        """Delete the namespace's oldest written-back items beyond ``cap``, one evicting
+        transaction per namespace at a time (the lock is held until commit)."""
+        key = hashlib.sha256(f"composer:{self.schema}:cap:{namespace}".encode()).digest()[:8]
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (int.from_bytes(key) - (1 << 63),))
+        await conn.execute(
+            self._sql(
+                "DELETE FROM {s}.items WHERE seq IN (SELECT seq FROM {s}.items"
+                " WHERE namespace = %s AND written_back ORDER BY seq DESC OFFSET %s)"
+            ),
+            (namespace, cap),
+        )
 
     async def retrieve(self, item_id: Any, namespace: str = "") -> MemoryItem | None:
         rows = await self._select(

@@ -9,7 +9,10 @@ schema is versioned (``PRAGMA user_version``) and created or migrated on first u
 
 ``seed``: a JSONL file imported when the store is first opened by a process and its content
 changed since it was last imported (items whose id is already there are left as they are).
-The database file is refused when it is a symlink or not a regular file, as the JSONL store's.
+The database file is refused when it is a symlink or not a regular file, as the JSONL store's,
+and is created 0600 (its ``-wal`` and ``-shm`` files take its mode): an agent's memories are
+not for every local user to read. A batch is written in runs (``chunks``), one transaction
+each, so a huge writeback never holds the store while another branch searches it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from builtin_providers.stores.base import (
     as_query,
     body_of,
     canonical,
+    chunks,
     digest_of,
     full_text,
     query_words,
@@ -91,6 +95,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 _COLUMNS = "i.id, i.content, i.tags, i.metadata, i.namespace, i.expires_at"
 _PURGE_BATCH = 500  # expired items deleted per write, so no write pays for a backlog at once
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def _fold(text: str | None) -> str | None:
@@ -123,7 +129,10 @@ class SqliteMemoryStore:
     async def add(
         self, items: Sequence[MemoryItem], *, written_back: bool = False, cap: int | None = None
     ) -> int:
-        return await self._run(self._add, list(items), written_back, cap)
+        new = 0
+        for run in chunks(items):  # the lock is free, and the loop runs, between runs
+            new += await self._run(self._add, list(run), written_back, cap)
+        return new
 
     async def retrieve(self, item_id: Any, namespace: str = "") -> MemoryItem | None:
         sql = (
@@ -281,6 +290,7 @@ class SqliteMemoryStore:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             self._refuse_links()
+            self._create()
             conn = sqlite3.connect(
                 self.path,
                 timeout=self.busy_timeout_s,
@@ -309,6 +319,18 @@ class SqliteMemoryStore:
             raise StoreError(f"memory database {self.path} is a symlink (links are not followed)")
         if not stat.S_ISREG(info.st_mode):
             raise StoreError(f"memory database {self.path} is not a regular file")
+
+    def _create(self) -> None:
+        """Create the database file 0600, whatever the umask (SQLite would make it 0644)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+        try:
+            fd = os.open(self.path, flags, 0o600)
+        except FileExistsError:
+            return
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
 
     def _import_seed(self, conn: sqlite3.Connection, seed: Path) -> None:
         items = JsonlMemoryStore(seed).items()

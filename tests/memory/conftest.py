@@ -8,18 +8,16 @@ gets its own key prefix.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from memory.services import (
-    DEFAULT_POSTGRES_DSN,
     DEFAULT_REDIS_URL,
     open_kind,
-    postgres_answers,
+    postgres_schema,
+    postgres_server,
     redis_answers,
-    throwaway_postgres,
     throwaway_redis,
     unavailable,
 )
@@ -30,31 +28,11 @@ STORE_KINDS = ["jsonl", "sqlite", "postgres"]
 RANKED_KINDS = ["sqlite", "postgres"]
 
 
-def unique_schema() -> str:
-    return f"t{os.getpid()}_{uuid.uuid4().hex[:10]}"
-
-
-def drop_schema(dsn: str, schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
 @pytest.fixture(scope="session")
 def postgres_dsn() -> Iterator[str]:
     """A PostgreSQL server that answers: the configured one, else a throwaway cluster."""
-    try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError:
-        unavailable("psycopg is not installed (pip install -e '.[postgres]')")
-    dsn = os.environ.get("COMPOSER_TEST_POSTGRES_DSN", DEFAULT_POSTGRES_DSN)
-    if postgres_answers(dsn):
+    with postgres_server() as dsn:
         yield dsn
-        return
-    with throwaway_postgres() as cluster:
-        yield cluster.dsn
 
 
 @pytest.fixture(scope="session")
@@ -75,9 +53,8 @@ def redis_url() -> Iterator[str]:
 @pytest.fixture
 def pg_schema(postgres_dsn: str) -> Iterator[str]:
     """A schema name no other test uses; dropped afterwards."""
-    schema = unique_schema()
-    yield schema
-    drop_schema(postgres_dsn, schema)
+    with postgres_schema(postgres_dsn) as schema:
+        yield schema
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,8 @@ __all__ = [
     "open_kind",
     "postgres_answers",
     "postgres_binaries",
+    "postgres_schema",
+    "postgres_server",
     "redis_answers",
     "throwaway_postgres",
     "throwaway_redis",
@@ -163,6 +166,35 @@ def throwaway_postgres() -> Iterator[PostgresCluster]:
         with contextlib.suppress(Exception):
             cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL server that answers: the configured one, else a throwaway cluster."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        unavailable("psycopg is not installed (pip install -e '.[postgres]')")
+    dsn = os.environ.get("COMPOSER_TEST_POSTGRES_DSN", DEFAULT_POSTGRES_DSN)
+    if postgres_answers(dsn):
+        yield dsn
+        return
+    with throwaway_postgres() as cluster:
+        yield cluster.dsn
+
+
+@contextlib.contextmanager
+def postgres_schema(dsn: str) -> Iterator[str]:
+    """A schema name no other test uses (``t<pid>_<random>``), dropped afterwards."""
+    import psycopg
+
+    schema = f"t{os.getpid()}_{uuid.uuid4().hex[:10]}"
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @contextlib.contextmanager
