@@ -17,6 +17,7 @@ content, so a retried writeback stores nothing twice.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import time
@@ -36,7 +37,7 @@ from builtin_providers.stores import (
     PostgresMemoryStore,
     SqliteMemoryStore,
 )
-from builtin_providers.stores.base import Match, writeback_id
+from builtin_providers.stores.base import Match, chunks, writeback_id
 from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
@@ -494,18 +495,11 @@ class WritebackMemoryProvider(MemoryProvider):
             **settings.metadata,
         }
         turn = turn_key(branch)
-        contents: list[Any] = []
-        ids: list[str] = []
-        bad: list[str] = []  # what could not be stored, by position and error type only
-        for position, response in enumerate(action_responses, 1):
-            if response is None:
-                continue
-            try:
-                content = _content(response)
-                ids.append(writeback_id(branch_id, turn, content))
-                contents.append(content)
-            except Exception as e:  # one odd response must not cost the others
-                bad.append(f"response {position} ({_why(e)})")
+        if len(action_responses) > _ON_THE_LOOP:  # hashing thousands would stall other turns
+            keyed = await asyncio.to_thread(_keyed, action_responses, branch_id, turn)
+        else:
+            keyed = _keyed(action_responses, branch_id, turn)
+        contents, ids, bad = keyed
         if _is_lionagi(store):
             stored = await self._store_lionagi(store, contents, ids, settings, metadata, bad)
         else:
@@ -536,11 +530,17 @@ class WritebackMemoryProvider(MemoryProvider):
                 return await store.add(items, written_back=True, cap=cap)
             except Exception:
                 stored = 0
-                for item in items:
+                for run in chunks(items):  # the store writes in runs: find the run that failed
                     try:
-                        stored += await store.add([item], written_back=True, cap=cap)
-                    except Exception as e:
-                        bad.append(f"item {item.id} ({_why(e)})")
+                        stored += await store.add(run, written_back=True, cap=cap)
+                        continue
+                    except Exception:
+                        pass
+                    for item in run:
+                        try:
+                            stored += await store.add([item], written_back=True, cap=cap)
+                        except Exception as e:
+                            bad.append(f"item {item.id} ({_why(e)})")
                 return stored
         stored = 0
         for item in items:  # a store of the LionAGI shape only
@@ -576,6 +576,30 @@ class WritebackMemoryProvider(MemoryProvider):
             except Exception as e:
                 bad.append(f"item {item_id} ({_why(e)})")
         return stored
+
+
+_ON_THE_LOOP = 64
+"""Action responses keyed on the event loop; more are keyed in a worker thread."""
+
+
+def _keyed(
+    action_responses: list[Any], branch_id: str, turn: str
+) -> tuple[list[Any], list[str], list[str]]:
+    """Each non-None response as storable content with its idempotent id, and what could not
+    be stored (by position and error type only: one odd response costs only itself)."""
+    contents: list[Any] = []
+    ids: list[str] = []
+    bad: list[str] = []
+    for position, response in enumerate(action_responses, 1):
+        if response is None:
+            continue
+        try:
+            content = _content(response)
+            ids.append(writeback_id(branch_id, turn, content))
+            contents.append(content)
+        except Exception as e:
+            bad.append(f"response {position} ({_why(e)})")
+    return contents, ids, bad
 
 
 def _why(error: Exception) -> str:
