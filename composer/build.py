@@ -121,6 +121,13 @@ class ManagedProvider:
         self._constant = (
             cast(Constant, provider).constant_text() if Constant in self.hooks else None
         )
+        # Its block cannot change between turns: the manifest says so, or it is a fixed text
+        # (no wrap: a wrap's nonce changes every turn). ``stable_prefix`` folds these only.
+        self.stable = (
+            config.stable
+            if config.stable is not None
+            else self._constant is not None and self._wrap is None
+        )
 
     def guard(self, branch: BranchLike, instruction: InstructionLike) -> bool:
         """The value of ``when`` this turn (True when there is none); raises TemplateError."""
@@ -292,9 +299,14 @@ class ManifestRegistry(ContextProviderRegistry):
         timeout_s: float | None = None,
         redact: Callable[[str], str] | None = None,
         observer: TurnObserver | None = None,
+        placement: str = "adr",
     ) -> None:
         super().__init__(budget=budget, gather=gather, timeout_s=timeout_s)
         self.managed = managed
+        self.placement = placement
+        """``adr`` (ADR-0008 D4) or ``stable_prefix``, which ``prepare_turn`` reads."""
+        self.stable_names = frozenset(p.name for p in managed if p.stable)
+        """The providers whose blocks ``stable_prefix`` keeps in the system fold."""
         self._redact = redact
         self.observer = observer
         self._history: deque[ProviderReport] = deque(
@@ -410,6 +422,7 @@ def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) ->
         timeout_s=runtime.timeout_s,
         redact=manifest.redact,
         observer=_observer_of(context),
+        placement=runtime.placement,
     )
 
 

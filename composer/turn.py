@@ -17,7 +17,15 @@ import yaml
 from composer.outcomes import ProviderOutcome, Turn
 from composer.registry import ContextProviderRegistry, ProviderReport
 
-__all__ = ["Branch", "Instruction", "PreparedTurn", "prepare_turn", "render_guidance"]
+__all__ = [
+    "CONTEXT_CLOSE",
+    "CONTEXT_OPEN",
+    "Branch",
+    "Instruction",
+    "PreparedTurn",
+    "prepare_turn",
+    "render_guidance",
+]
 
 
 class Instruction:
@@ -75,11 +83,38 @@ class PreparedTurn:
     ``guidance`` is the folded system + injected blocks + guidance string when the branch has a
     system text; otherwise the instruction's own guidance (rendered to text) or None.
     ``report`` is this turn's ProviderReport, or None when no provider pass ran.
+    ``context`` is None unless the registry places blocks ``stable_prefix``: then ``guidance``
+    folds only the stable blocks, and ``context`` holds the others as one delimited block for
+    the current turn (after the history, before the user's text).
     """
 
     instruction: Instruction
     guidance: str | None
     report: ProviderReport | None
+    context: str | None = None
+
+
+CONTEXT_OPEN = "<context>\n"
+CONTEXT_CLOSE = "\n</context>"
+"""Around the turn's blocks with ``stable_prefix`` placement."""
+
+
+def _placed(registry: Any, report: ProviderReport) -> tuple[list[str], str | None]:
+    """The blocks the system fold takes, and the turn's context block (None: none).
+
+    With the ADR's placement (every registry but one that says ``stable_prefix``) the fold
+    takes every block, exactly as D4 renders them. Otherwise the blocks of the registry's
+    ``stable_names`` stay in the fold, in order, and the rest go to the turn.
+    """
+    if getattr(registry, "placement", "adr") != "stable_prefix":
+        return report.blocks, None
+    stable = registry.stable_names
+    kept: list[str] = []
+    turn: list[str] = []
+    for block, row in zip(report.blocks, report.fired, strict=True):
+        (kept if row["provider_name"] in stable else turn).append(block)
+    context = CONTEXT_OPEN + "\n".join(turn) + CONTEXT_CLOSE if turn else None
+    return kept, context
 
 
 class _MinimalDumper(yaml.SafeDumper):
@@ -168,6 +203,7 @@ async def prepare_turn(branch: Branch, instruction: Instruction | str) -> Prepar
     ins = instruction if isinstance(instruction, Instruction) else Instruction(instruction)
     registry = branch._context_providers
     report: ProviderReport | None = None
+    context: str | None = None
     if registry:
         if branch.system is None:
             names = registry.names
@@ -177,10 +213,10 @@ async def prepare_turn(branch: Branch, instruction: Instruction | str) -> Prepar
         else:
             report = await registry.gather(branch, ins)
             branch._last_context_report = report
-            branch._context_injection_slot = report.blocks
+            branch._context_injection_slot, context = _placed(registry, report)
     try:
         guidance = _fold(branch, ins)
     finally:
         branch._context_injection_slot = None
     branch.messages.append(ins)
-    return PreparedTurn(instruction=ins, guidance=guidance, report=report)
+    return PreparedTurn(instruction=ins, guidance=guidance, report=report, context=context)

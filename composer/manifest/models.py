@@ -8,7 +8,6 @@ are errors everywhere.
 from __future__ import annotations
 
 import asyncio
-
 import functools
 import json
 import operator
@@ -235,6 +234,15 @@ class ProviderConfig(StrictModel):
             "the nonce has it removed). Default: `runtime.wrap`, else the raw block."
         ),
     )
+    stable: bool | None = Field(
+        None,
+        description=(
+            "With `runtime.placement: stable_prefix`: true keeps this provider's block in the "
+            "system fold (its text does not change between turns), false places it with the "
+            "turn. Default: stable only for a fixed text (a static provider without "
+            "templates)."
+        ),
+    )
 
 
 class RedisCacheConfig(StrictModel):
@@ -322,6 +330,15 @@ class AuditConfig(StrictModel):
 class RuntimeConfig(StrictModel):
     """Opt-in runtime features beyond ADR-0008; left out, the behaviour is the ADR's exactly."""
 
+    placement: Literal["adr", "stable_prefix"] = Field(
+        "adr",
+        description=(
+            "Where blocks go: `adr` folds all into the system text (ADR-0008 D4); "
+            "`stable_prefix` folds only stable blocks there and hands the others over as a "
+            "context block for the current turn, so the system text and history stay a "
+            "byte-identical prefix between turns (a provider's prompt cache can serve them)."
+        ),
+    )
     gather: Literal["sequential", "concurrent"] = Field(
         "sequential",
         description=(

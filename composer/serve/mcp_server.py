@@ -1,8 +1,9 @@
 """The same turn as an MCP server (the official ``mcp`` SDK), over stdio or streamable HTTP.
 
-* prompt ``compose(instruction, system?, branch?, guidance?)``: runs one turn on the branch and
-  returns two user messages, the composed text (system + injected blocks + guidance, exactly
-  what ``composer preview`` prints for the same system text) and the instruction;
+* prompt ``compose(instruction, system?, branch?, guidance?, metadata?)``: runs one turn on the
+  branch and returns user messages: the composed text (system + injected blocks + guidance,
+  exactly what ``composer preview`` prints for the same system text), with ``stable_prefix``
+  placement the turn's context block, and the instruction;
 * resource template ``composer://branches/{branch_id}/context``: the composed text of that
   branch's last turn, for the caller's own branches only;
 * tool ``preview_turn(instruction, system?, branch?, guidance?, metadata?)``: runs one turn and
@@ -111,7 +112,10 @@ def mcp_server(service: ContextService, *, principal: Principal | None = None) -
         metadata: str = "",
     ) -> list[UserMessage]:
         turn = await run(ctx, instruction, system, branch, guidance, _metadata(metadata))
-        return [UserMessage(turn["guidance"] or ""), UserMessage(instruction)]
+        messages = [UserMessage(turn["guidance"] or "")]
+        if turn.get("context"):  # stable_prefix: the turn's own blocks, just before its text
+            messages.append(UserMessage(turn["context"]))
+        return [*messages, UserMessage(instruction)]
 
     @server.resource(
         RESOURCE_TEMPLATE,

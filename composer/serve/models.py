@@ -166,6 +166,12 @@ class TurnResponse(_Body):
     report: ReportOut | None = Field(
         description="null when the manifest has no enabled provider (no provider pass ran)."
     )
+    context: str | None = Field(
+        None,
+        description="With `runtime.placement: stable_prefix`: the turn's changing blocks as one "
+        "delimited block, to send after the history and before the user's text (`guidance` "
+        "then folds only the stable blocks); null otherwise.",
+    )
 
 
 class WritebackBranch(_Body):

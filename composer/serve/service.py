@@ -148,7 +148,9 @@ class ContextService:
                 branch.messages.clear()  # no history is kept: the agent has its own
             entry.last_guidance = turn.guidance
         report = ReportOut.of(turn.report) if turn.report is not None else None
-        response = TurnResponse(branch_id=branch.id, guidance=turn.guidance, report=report)
+        response = TurnResponse(
+            branch_id=branch.id, guidance=turn.guidance, report=report, context=turn.context
+        )
         return self.masked(response.model_dump(mode="json"))
 
     async def writeback(
