@@ -1,0 +1,144 @@
+"""``Composer``: a loaded manifest composing turns for the conversations of an agent framework.
+
+A framework keeps the conversation; composer keeps, per conversation id, a branch with its own
+registry (ADR-0008 D1: ``attach``), bounded like a server's branches (least recently used and
+idle ones dropped, their providers closed). Each turn is the ordinary ``prepare_turn`` on that
+branch, with the framework's system text and the user's latest text, and gives:
+
+* ``instructions``: what the framework sends as its system text (system + the blocks the
+  placement folds + guidance, exactly ADR-0008 D4 with ``adr``);
+* ``context``: with ``stable_prefix`` placement, the turn's changing blocks as one delimited
+  block, to put just before the user's text (None otherwise);
+* ``report``: the turn's ProviderReport (four lists, outcomes, tokens).
+
+Turns are counted per conversation, so a writeback of the same tool result in the same turn
+stores once and in a later turn again (``composer.plugin.turn_key``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+from composer.build import WritebackResult, attach
+from composer.manifest import Manifest
+from composer.registry import ProviderReport
+from composer.serve.branches import BranchEntry, BranchStore
+from composer.turn import Branch, Instruction, prepare_turn
+
+__all__ = ["Composed", "Composer", "Placement"]
+
+Placement = Literal["adr", "stable_prefix"]
+
+
+@dataclass(frozen=True)
+class Composed:
+    """One composed turn: the system text to send, the turn's context block, the report."""
+
+    instructions: str
+    context: str | None
+    report: ProviderReport | None
+
+    def user_text(self, text: str) -> str:
+        """The user's text with the turn's context block before it (``stable_prefix``)."""
+        return text if self.context is None else f"{self.context}\n{text}"
+
+
+class _Conversation(Branch):
+    """A framework conversation's branch; it counts its turns (``turn_key``)."""
+
+    turn_key = ""
+
+
+class Composer:
+    """One manifest, composing turns for any number of conversations (by id).
+
+    ``placement`` overrides the manifest's ``runtime.placement`` for these conversations.
+    Close it (``async with``, or ``aclose``) to close every conversation's providers; the
+    manifest is the caller's and stays open.
+    """
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        *,
+        placement: Placement | None = None,
+        max_conversations: int = 1000,
+        idle_ttl_s: float = 3600.0,
+    ) -> None:
+        self.manifest = manifest
+        self.placement = placement
+        self._branches = BranchStore(
+            self._new, max_branches=max_conversations, idle_ttl_s=idle_ttl_s
+        )
+        self._turns: dict[str, int] = {}
+        self._run = secrets.token_hex(4)
+        self._ids = itertools.count()
+
+    def _new(self, conversation: str) -> BranchEntry:
+        branch = _Conversation(None)
+        branch.id = conversation
+        registry = attach(branch, self.manifest)
+        if self.placement is not None:
+            registry.placement = self.placement
+        return BranchEntry(branch, registry)
+
+    async def compose(
+        self,
+        conversation: str,
+        text: str,
+        *,
+        system: str = "",
+        name: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        guidance: Any = None,
+    ) -> Composed:
+        """Compose the turn of ``conversation`` whose user text is ``text``."""
+        async with self._branches.use(conversation) as entry:
+            branch = entry.branch
+            assert isinstance(branch, _Conversation)
+            branch.system = system
+            branch.name = name
+            branch.metadata = dict(metadata or {})
+            count = self._turns.get(conversation, 0) + 1
+            self._turns[conversation] = count
+            branch.turn_key = f"{self._run}:{count}"
+            try:
+                turn = await prepare_turn(branch, Instruction(text, guidance=guidance))
+            finally:
+                branch.messages.clear()  # the framework keeps the conversation
+        return Composed(turn.guidance or "", turn.context, turn.report)
+
+    async def writeback(self, conversation: str, results: list[Any]) -> list[WritebackResult]:
+        """Hand the turn's tool results to the providers' writeback hooks (ADR D7), each
+        contained; what each stored or why it failed."""
+        if not results:
+            return []
+        async with self._branches.use(conversation) as entry:
+            branch = entry.branch
+            assert isinstance(branch, _Conversation)
+            branch.turn_key = f"{self._run}:{self._turns.get(conversation, 0)}"
+            return await entry.registry.writeback_results(branch, list(results))
+
+    def new_conversation(self) -> str:
+        """An id for a conversation the framework does not name."""
+        return f"conversation-{self._run}-{next(self._ids)}"
+
+    async def aclose(self) -> None:
+        """Close every conversation's providers (the manifest stays open)."""
+        await self._branches.aclose()
+
+    async def __aenter__(self) -> Composer:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
