@@ -42,7 +42,7 @@ from composer.hooks import (
     Writeback,
 )
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
-from composer.outcomes import Turn, current_turn, note
+from composer.outcomes import Turn, current_turn, note, note_degraded
 from composer.plugin import BuildContext
 from composer.principal import principal_name
 from composer.registry import (
@@ -117,7 +117,13 @@ class ManagedProvider:
             compile_template(config.cache.key) if config.cache and config.cache.key else None
         )
         self._wrap = compile_template(wrap, WRAP_NAMES) if wrap else None
-        self._plain = self.cache is None and self._wrap is None and config.timeout_s is None
+        self._notice = config.on_failure.notice if config.on_failure is not None else None
+        self._plain = (
+            self.cache is None
+            and self._wrap is None
+            and config.timeout_s is None
+            and self._notice is None
+        )
         self._constant = (
             cast(Constant, provider).constant_text() if Constant in self.hooks else None
         )
@@ -164,10 +170,22 @@ class ManagedProvider:
             return self._wrapped(cast("str | None", hit))
         result = await self._call(branch, instruction)
         assert self.config.cache is not None
-        await self.cache.set(key, result, self.config.cache.ttl_s)
+        turn = current_turn()
+        if turn is None or id(self) not in turn.degraded:  # a notice is never cached
+            await self.cache.set(key, result, self.config.cache.ttl_s)
         return self._wrapped(result)
 
     async def _call(self, branch: BranchLike, instruction: InstructionLike) -> str | None:
+        if self._notice is None:
+            return await self._called(branch, instruction)
+        try:
+            return await self._called(branch, instruction)
+        except Exception as e:  # its notice instead; the registry records how it failed
+            logger.warning("context provider %r failed; its notice stands in", self.name)
+            note_degraded(self, e)
+            return str.__str__(self._notice)
+
+    async def _called(self, branch: BranchLike, instruction: InstructionLike) -> str | None:
         timeout = self.config.timeout_s
         result: object
         if timeout is None:

@@ -15,7 +15,7 @@ import secrets
 from contextvars import ContextVar
 from typing import Literal, NamedTuple
 
-__all__ = ["Outcome", "ProviderOutcome", "Turn", "current_turn", "note"]
+__all__ = ["Outcome", "ProviderOutcome", "Turn", "current_turn", "note", "note_degraded"]
 
 Outcome = Literal[
     "fired",  # admitted: its block is in the turn
@@ -49,11 +49,13 @@ class ProviderOutcome(NamedTuple):
 class Turn:
     """The running turn: its id, a random nonce for labelled blocks, the engine's notes."""
 
-    __slots__ = ("_nonce", "id", "notes")
+    __slots__ = ("_nonce", "degraded", "id", "notes")
 
     def __init__(self) -> None:
         self.id = f"{_PROCESS}{next(_TURNS):016x}"
         self.notes: dict[int, Outcome] = {}  # id(provider) -> outcome
+        self.degraded: dict[int, tuple[Outcome, BaseException]] = {}
+        """id(provider) -> how it failed, for a provider that answered with its notice."""
         self._nonce: str | None = None
 
     @property
@@ -80,3 +82,13 @@ def note(provider: object, outcome: Outcome) -> None:
     turn = CURRENT_TURN.get()
     if turn is not None:
         turn.notes[id(provider)] = outcome
+
+
+def note_degraded(provider: object, error: BaseException) -> None:
+    """Tell the registry that ``provider`` failed (or timed out) and answered with its
+    ``on_failure`` notice instead: the notice is admitted as its block, the outcome stays
+    ``failed`` or ``timeout``."""
+    turn = CURRENT_TURN.get()
+    if turn is not None:
+        kind: Outcome = "timeout" if isinstance(error, TimeoutError) else "failed"
+        turn.degraded[id(provider)] = (kind, error)

@@ -76,6 +76,9 @@ class ProviderReport:
     budget: int | None = field(default=None, compare=False, repr=False)
     tokens_used: int = field(default=0, compare=False, repr=False)
     outcomes: list[ProviderOutcome] = field(default_factory=list, compare=False, repr=False)
+    degraded: list[dict[str, str]] = field(default_factory=list, compare=False, repr=False)
+    """Providers that failed and answered with their ``on_failure`` notice instead, as lionagi
+    0.36's report lists them: ``{"provider_name": ..., "reason": ...}``."""
 
 
 GatherMode = Literal["sequential", "concurrent"]
@@ -212,8 +215,21 @@ class ContextProviderRegistry:
             else:
                 skipped.append(entry.name)
 
+        degraded: list[dict[str, str]] = []
         for index, entry, text, tokens in successes:
             ms = calls[index][2]
+            failure = turn.degraded.get(id(entry.provider)) if turn.degraded else None
+            if failure is not None:  # its notice: admitted or not, the outcome says it failed
+                kind, cause = failure
+                reason = self.describe_error(cause)
+                degraded.append({"provider_name": entry.name, "reason": reason})
+                if index in kept:
+                    blocks.append(text)
+                    fired.append({"provider_name": entry.name, "tokens": tokens})
+                outcomes[index] = _outcome(
+                    (entry.name, kind, tokens, ms, type(cause).__name__, reason)
+                )
+                continue
             if index in kept:
                 blocks.append(text)
                 fired.append({"provider_name": entry.name, "tokens": tokens})
@@ -223,7 +239,15 @@ class ContextProviderRegistry:
             else:
                 outcomes[index] = _outcome((entry.name, "over_budget", tokens, ms, None, None))
         return ProviderReport(
-            blocks, fired, skipped, failed, turn.id, self.budget, total, cast(Any, outcomes)
+            blocks,
+            fired,
+            skipped,
+            failed,
+            turn.id,
+            self.budget,
+            total,
+            cast(Any, outcomes),
+            degraded,
         )
 
     def describe_error(self, error: BaseException) -> str:

@@ -195,7 +195,16 @@ def canonical(value: Any) -> str:
 
 
 def body_of(content: Any) -> str:
-    """The text a search looks in: ``str(content)``, as LionAGI's ``InMemoryStore`` does."""
+    """The text a search looks in: a string as it is, structured content (a tool's JSON
+    result) as JSON (not Python's repr, which no other reader of the store understands),
+    anything else as ``str()``, as LionAGI's ``InMemoryStore`` does."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict | list):
+        try:
+            return json.dumps(content, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            return str(content)
     return str(content)
 
 

@@ -182,6 +182,16 @@ class CacheConfig(StrictModel):
     )
 
 
+class OnFailureConfig(StrictModel):
+    """A degrade notice: the model is told a source is missing, never shown healthy silence."""
+
+    notice: str = Field(
+        min_length=1,
+        description="The block in place of the provider's, e.g. \"The status service did not "
+        'answer; do not assume there are no incidents."',
+    )
+
+
 class ProviderConfig(StrictModel):
     """Fields every provider entry has; each type's model adds its own and narrows ``type``."""
 
@@ -232,6 +242,14 @@ class ProviderConfig(StrictModel):
             "Beyond ADR-0008: a template around this provider's block, applied before "
             "counting; sees `provider`, `text` and a per-turn random `nonce` (text containing "
             "the nonce has it removed). Default: `runtime.wrap`, else the raw block."
+        ),
+    )
+    on_failure: OnFailureConfig | None = Field(
+        None,
+        description=(
+            "Beyond ADR-0008: what the block says when the provider fails or times out, "
+            "instead of nothing (counted and admitted like any block; the outcome stays "
+            "`failed` or `timeout`)."
         ),
     )
     stable: bool | None = Field(

@@ -425,3 +425,24 @@ async def test_readme_snippet(
         "  Question on file: Why did refund R-7 fail?\n"
         "Instruction: Why did refund R-7 fail?"
     )
+
+
+async def test_a_notice_stands_in_for_a_failed_provider_and_fills_lionagis_degraded_list(
+    make_branch: Any, chat_server: Any, types: Any
+) -> None:
+    """lionagi 0.36's report has a ``degraded`` list; composer fills it from notices."""
+    notice = "The status service did not answer; do not assume there are no incidents."
+    broken = static(
+        "status", "{{ instruction.context.ticket.title }}", on_failure={"notice": notice}
+    )
+    branch = make_branch()
+    attach(branch, manifest(static("house", HOUSE), broken), types=types)
+
+    await branch.communicate(QUESTION, guidance=GUIDANCE)
+
+    report = branch.last_context_report
+    assert report.blocks == [HOUSE, notice]
+    assert [row["provider_name"] for row in report.degraded] == ["status"]
+    assert [o.outcome for o in report.outcomes] == ["fired", "failed"]
+    guidance, _ = sent_guidance(chat_server.requests[0].messages[0]["content"])
+    assert notice in guidance

@@ -70,6 +70,25 @@ async def test_a_retried_writeback_stores_nothing_twice(
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_a_structured_tool_result_is_searched_as_json(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """What a store searches of a tool's JSON result is JSON, not Python's repr of it."""
+    manifest, provider = provider_for(
+        source=source_of(kind, tmp_path, request), writeback=True, match="substring"
+    )
+    try:
+        await provider.writeback(Branch("s"), [{"refund": "R-7", "state": "failed"}])
+        store = store_of(provider)
+        as_json = await store.search(MemoryQuery(text='"state": "failed"', match="substring"))
+        as_repr = await store.search(MemoryQuery(text="'state': 'failed'", match="substring"))
+    finally:
+        await manifest.aclose()
+    assert [item.content for item in as_json] == [{"refund": "R-7", "state": "failed"}]
+    assert as_repr == []
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 async def test_written_items_expire_after_ttl_s(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
