@@ -1,0 +1,179 @@
+"""What ``composer init`` writes: a team's first manifests, ready to validate, preview and test.
+
+The folder holds a base manifest with one provider of each local type (a fixed text, a
+runbook corpus, a SQLite team memory seeded from a JSONL file), a dev and a prod overlay, a
+small example corpus, the memory seed and a ``tests.yaml`` of expected turns. Everything runs
+offline as written: ``composer validate DIR --all-envs``, ``composer preview DIR --env dev``
+and ``composer test DIR/tests.yaml`` pass on a new machine. Nothing is overwritten: a file
+that exists already stops the scaffold before anything is written (``force`` replaces it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from composer.errors import ComposerError
+
+__all__ = ["FILES", "ScaffoldError", "scaffold"]
+
+
+class ScaffoldError(ComposerError):
+    """The folder cannot take the scaffold (a file is there already, or it cannot be written)."""
+
+
+_BASE = """\
+# yaml-language-server: $schema=manifest.schema.json
+# What every environment shares; dev.yaml and prod.yaml overlay it (`extends: base.yaml`).
+# Paths are relative to this file. Higher priority is admitted first under the budget;
+# blocks are rendered in the order written here.
+version: 1
+budget: 1000
+providers:
+  - name: house-rules          # a fixed text, the same every turn
+    type: static
+    priority: 100
+    stable: true
+    text: |
+      House rules for {team}: put the exact command first and say when a step is risky.
+
+  - name: runbooks             # the runbook passages closest to the question
+    type: file_corpus
+    priority: 50
+    max_tokens: 400
+    root: corpus
+    include: ["**/*.md"]
+    query: "{{ instruction.text }}"
+    top_k: 2
+    template: |-
+      Relevant runbook passages:
+      {% for hit in hits %}[{{ hit.path }}{% if hit.heading %} > {{ hit.heading }}{% endif %}]
+      {{ hit.text }}
+      {% endfor %}
+
+  - name: team-memory          # what the team noted before, ranked by relevance
+    type: memory
+    priority: 40
+    max_tokens: 200
+    source: {sqlite: memory.sqlite, seed: memory.jsonl}
+    query: {text: "{{ instruction.text }}", limit: 3}
+    header: "Notes from earlier incidents:"
+"""
+
+_DEV = """\
+# yaml-language-server: $schema=manifest.overlay.schema.json
+# Development: the base as it is, offline.
+extends: base.yaml
+"""
+
+_PROD = """\
+# yaml-language-server: $schema=manifest.overlay.schema.json
+# Production: a larger budget and more runbook context. To share the team memory between
+# machines, switch its source to PostgreSQL here:
+#   - name: team-memory
+#     source: {postgres: {dsn: "${MEMORY_DSN}"}, seed: memory.jsonl}
+extends: base.yaml
+budget: 2000
+providers:
+  - name: runbooks
+    max_tokens: 800
+    top_k: 3
+"""
+
+_DISK = """\
+# Disk almost full
+
+## Symptoms
+The `disk_usage` alert fires above 90 %, or writes fail with "No space left on device".
+
+## First steps
+1. Find the largest folders with `du -xh / | sort -h | tail -20`.
+2. Rotate or delete old logs under `/var/log` (never the current file of a running service).
+3. If the volume keeps filling, grow it before it reaches 100 %.
+"""
+
+_RESTART = """\
+# Restarting a service
+
+## When
+A service is unhealthy after a deploy and a rollback is not possible.
+
+## How
+Restart one instance at a time with `systemctl restart <service>` and wait for its health
+check before the next one; never restart every instance at once.
+"""
+
+_SEED = """\
+{"id": "n1", "content": "The disk of the build server filled up on 2026-11-03 because old Docker images were never pruned.", "tags": ["disk"]}
+{"id": "n2", "content": "Restarting every api instance at once caused a 4 minute outage; restart one at a time.", "tags": ["restart"]}
+"""
+
+_TESTS = """\
+# yaml-language-server: $schema=tests.schema.json
+# Expected turns: `composer test tests.yaml`. Each test runs one real turn of an environment.
+manifest: .
+tests:
+  - name: a disk question brings the disk runbook and the team's note
+    env: dev
+    instruction: "The disk is almost full on the build server, what do I do?"
+    expect:
+      providers:
+        house-rules: {outcome: fired}
+        runbooks: {fired: true, tokens: "<= 400"}
+        team-memory: {fired: true}
+      text:
+        contains:
+          - "House rules for {team}:"
+          - "[runbooks/disk-full.md"
+          - "Docker images were never pruned"
+  - name: a restart question brings the restart runbook
+    env: prod
+    instruction: "How do I restart the service after a bad deploy?"
+    expect:
+      providers:
+        runbooks: {fired: true}
+      text:
+        contains: "[runbooks/restart.md"
+"""
+
+_GITIGNORE = """\
+# The team memory database, made on first use from memory.jsonl.
+memory.sqlite
+memory.sqlite-*
+"""
+
+FILES: dict[str, str] = {
+    "base.yaml": _BASE,
+    "dev.yaml": _DEV,
+    "prod.yaml": _PROD,
+    "corpus/runbooks/disk-full.md": _DISK,
+    "corpus/runbooks/restart.md": _RESTART,
+    "memory.jsonl": _SEED,
+    "tests.yaml": _TESTS,
+    ".gitignore": _GITIGNORE,
+}
+"""Every file the scaffold writes, by path relative to its folder (``{team}`` replaced)."""
+
+
+def scaffold(folder: Path, *, team: str = "the ops team", force: bool = False) -> list[Path]:
+    """Write the scaffold into ``folder`` (made if missing); the files written, in order.
+
+    A file that exists already stops it before anything is written, unless ``force``.
+    """
+    targets = {folder / name: text.replace("{team}", team) for name, text in FILES.items()}
+    if not force:
+        there = [str(path) for path in targets if os.path.lexists(path)]
+        if there:
+            raise ScaffoldError(
+                f"{len(there)} of the files exist already ({', '.join(there[:3])}"
+                f"{', ...' if len(there) > 3 else ''}); use --force to replace them"
+            )
+    written: list[Path] = []
+    try:
+        for path, text in targets.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    except OSError as e:
+        raise ScaffoldError(f"cannot write {e.filename}: {e.strerror or e}") from e
+    return written
