@@ -37,40 +37,77 @@ def _markdown() -> MarkdownIt:
 
 @dataclass(frozen=True)
 class Passage:
-    """One retrievable unit: its file (relative to the root), nearest heading, and text."""
+    """One retrievable unit: its file (relative to the root), its heading path, and text.
+
+    ``heading`` is where the passage stands: the file's title (its first H1, else its name),
+    then the headings that enclose the passage (``Disk almost full > First steps``); None in
+    a file without headings. ``title`` is the file's title. The heading (else the title) is
+    indexed with the text, so a query made of a runbook's title finds that runbook.
+    """
 
     path: str
     heading: str | None
     text: str
+    title: str = ""
+
+    @property
+    def indexed(self) -> str:
+        """What the index reads of the passage: where it stands, then its text."""
+        return f"{self.heading or self.title}\n{self.text}"
 
 
-def _blocks(text: str) -> tuple[list[str], dict[int, tuple[int, str]], dict[int, int]]:
+def _blocks(text: str) -> tuple[list[str], dict[int, tuple[int, str, int]], dict[int, int]]:
     """The lines of ``text``, its headings and its code blocks, as CommonMark parses them.
 
     Headings (ATX ``# Title`` and setext ``Title`` over ``===`` or ``---``) map their first
-    line to ``(line after the heading, title)``; fenced and indented code map their first
-    line to the line after them. Lines are counted as the parser counts them (after its own
+    line to ``(line after the heading, title, level)``; fenced and indented code map their
+    first line to the line after them. Lines are counted as the parser counts them (after its own
     newline normalisation), so the maps index the returned lines.
     """
     source = text.replace("\r\n", "\n").replace("\r", "\n").replace("\0", "\ufffd")
     tokens = _markdown().parse(source)
-    headings: dict[int, tuple[int, str]] = {}
+    headings: dict[int, tuple[int, str, int]] = {}
     verbatim: dict[int, int] = {}
     for i, token in enumerate(tokens):
         if token.map is None:
             continue
         start, end = token.map
         if token.type == "heading_open":
-            headings[start] = (end, " ".join(tokens[i + 1].content.split()))
+            title = " ".join(tokens[i + 1].content.split())
+            headings[start] = (end, title, int(token.tag[1:]))
         elif token.type in _VERBATIM:
             verbatim.setdefault(start, end)
     return source.split("\n"), headings, verbatim
 
 
-def _sections(text: str) -> Iterator[tuple[str | None, list[str]]]:
-    """``(heading, paragraphs)`` per Markdown section; code blocks stay one paragraph."""
+def _title(path: str, headings: dict[int, tuple[int, str, int]]) -> str:
+    """A file's title: its first level-1 heading, else its name without the extension."""
+    for _, title, level in sorted(headings.values()):
+        if level == 1 and title:
+            return title
+    name = path.rsplit("/", 1)[-1]
+    return name.rsplit(".", 1)[0] if "." in name[1:] else name
+
+
+def _sections(path: str, text: str) -> Iterator[tuple[str, str | None, list[str]]]:
+    """``(title, heading path, paragraphs)`` per Markdown section; code blocks stay one
+    paragraph. The path starts with the file's title unless an enclosing level-1 heading
+    gives one; a file without headings has none.
+    """
     lines, headings, verbatim = _blocks(text)
-    heading: str | None = None
+    title = _title(path, headings)
+    stack: list[tuple[int, str]] = []  # the enclosing headings: (level, title)
+
+    def where() -> str | None:
+        if not headings:
+            return None
+        names = [name for _, name in stack if name]
+        if not stack or stack[0][0] != 1:
+            names.insert(0, title)
+        return " > ".join(names)
+
+    heading = where()
+    started = False
     paragraphs: list[str] = []
     current: list[str] = []
     i = 0
@@ -79,10 +116,13 @@ def _sections(text: str) -> Iterator[tuple[str | None, list[str]]]:
             if current:
                 paragraphs.append("\n".join(current))
                 current = []
-            if paragraphs or heading is not None:
-                yield heading, paragraphs
-            i, title = headings[i]
-            heading, paragraphs = title or None, []
+            if paragraphs or started:
+                yield title, heading, paragraphs
+            i, name, level = headings[i]
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, name))
+            heading, paragraphs, started = where(), [], True
             continue
         if i in verbatim:  # blank lines inside code do not end the paragraph
             current.extend(lines[i : verbatim[i]])
@@ -98,7 +138,7 @@ def _sections(text: str) -> Iterator[tuple[str | None, list[str]]]:
     if current:
         paragraphs.append("\n".join(current))
     if paragraphs:
-        yield heading, paragraphs
+        yield title, heading, paragraphs
 
 
 Piece = tuple[str, int]  # text and its exact token count
@@ -157,13 +197,13 @@ def split_passages(path: str, text: str, chunk_by: ChunkBy, max_tokens: int) -> 
 
     ``heading``: passages never span a heading; paragraphs of a section are packed together
     up to ``max_tokens``. ``paragraph``: every paragraph is its own passage. Either way each
-    passage records its nearest heading.
+    passage records its heading path (``Passage.heading``).
     """
     passages: list[Passage] = []
-    for heading, paragraphs in _sections(text):
+    for title, heading, paragraphs in _sections(path, text):
         pieces = [piece for p in paragraphs for piece in _split_long(p, max_tokens)]
         groups = _pack(pieces, "\n\n", max_tokens) if chunk_by == "heading" else iter(pieces)
         for group, tokens in groups:
             for piece, _ in _split_long(group, max_tokens, tokens):  # re-counts packed runs
-                passages.append(Passage(path, heading, piece.strip()))
+                passages.append(Passage(path, heading, piece.strip(), title))
     return [p for p in passages if p.text]

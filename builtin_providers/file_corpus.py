@@ -492,7 +492,7 @@ class CorpusIndex:
         ids = []
         for p in passages:
             pace()
-            ids.append(self._vocabulary.encode(self._terms(f"{p.heading or ''}\n{p.text}")))
+            ids.append(self._vocabulary.encode(self._terms(p.indexed)))
         return _File(size, mtime, len(text.encode()), passages, Counts.of(ids))
 
     def _compact(self) -> list[Counts]:

@@ -12,14 +12,30 @@ def passages(text: str, chunk_tokens: int = 300) -> list[tuple[str | None, str]]
 def test_setext_headings_start_sections() -> None:
     text = "Intro.\n\nDeploys\n=======\n\nCanary first.\n\nRollback\n--------\nHelm rollback.\n"
     assert passages(text) == [
-        (None, "Intro."),
+        ("Deploys", "Intro."),  # before any heading: the file's title, its first H1
         ("Deploys", "Canary first."),
-        ("Rollback", "Helm rollback."),
+        ("Deploys > Rollback", "Helm rollback."),
     ]
 
 
 def test_atx_headings_lose_their_closing_hashes() -> None:
-    assert passages("## Deploys ##\n\nCanary first.\n") == [("Deploys", "Canary first.")]
+    assert passages("## Deploys ##\n\nCanary first.\n") == [("a > Deploys", "Canary first.")]
+
+
+def test_a_passage_carries_the_path_of_headings_from_the_title() -> None:
+    """H1 title, then sections: each passage names the title and its enclosing headings; a
+    file without an H1 is titled by its name."""
+    text = (
+        "# PostgreSQL disk almost full\n\n## Symptoms\nAlert fires.\n\n### On replicas\n"
+        "WAL piles up.\n\n## Fix\nVacuum.\n"
+    )
+    assert passages(text) == [
+        ("PostgreSQL disk almost full > Symptoms", "Alert fires."),
+        ("PostgreSQL disk almost full > Symptoms > On replicas", "WAL piles up."),
+        ("PostgreSQL disk almost full > Fix", "Vacuum."),
+    ]
+    found = split_passages("runbooks/pg-disk.md", "## Fix\nVacuum.\n", "heading", 300)
+    assert [p.heading for p in found] == ["pg-disk > Fix"]
 
 
 def test_a_heading_inside_fenced_code_is_code() -> None:
@@ -50,4 +66,7 @@ def test_multi_line_setext_title_is_one_line() -> None:
 
 def test_paragraph_mode_cuts_at_every_blank_line() -> None:
     found = split_passages("a.md", "Title\n=====\n\nOne.\n\nTwo.\n", "paragraph", 300)
-    assert found == [Passage("a.md", "Title", "One."), Passage("a.md", "Title", "Two.")]
+    assert found == [
+        Passage("a.md", "Title", "One.", "Title"),
+        Passage("a.md", "Title", "Two.", "Title"),
+    ]

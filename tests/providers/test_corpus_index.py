@@ -199,7 +199,7 @@ def test_the_vocabulary_is_compacted_when_most_terms_are_gone(
         index.refresh()
     snapshot = index._snapshot
     assert snapshot is not None
-    assert set(snapshot.vocabulary.ids) == {"kept", "fresh", "renew", "unchang", "word"}
+    assert set(snapshot.vocabulary.ids) == {"kept", "fresh", "renew", "unchang", "word", "page"}
     assert [p.path for p, _ in index.search("fresh kept renewed", 3)] == ["page.md"]
     assert [p.path for p, _ in index.search("unchanged", 3)] == ["other.md"]
     assert index.search("old3", 3) == []
@@ -226,3 +226,24 @@ def test_preview_shows_the_truncation_warning(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert "corpus truncated: 1 file(s) not indexed (1 over max_files)" in run.stderr
+
+
+def test_a_query_of_a_runbooks_title_finds_it_and_the_hit_shows_the_heading_path(
+    tmp_path: Path,
+) -> None:
+    """H1 title, then sections (the usual runbook): every passage is indexed with the title
+    and its parent headings, so the title alone finds the file."""
+    (tmp_path / "postgres-disk-full.md").write_text(
+        "# PostgreSQL disk almost full\n\n## Symptoms\nThe alert fires above 90 %.\n\n"
+        "## First steps\nCheck the WAL folder and old backups.\n"
+    )
+    (tmp_path / "api.md").write_text("# API outage\n\n## Symptoms\nThe API answers 502.\n")
+    index = CorpusIndex(FileCorpusConfig(name="d", root=tmp_path))
+    index.refresh()
+    hits = index.search("PostgreSQL disk almost full", 3)
+    assert hits
+    assert {p.path for p, _ in hits} == {"postgres-disk-full.md"}
+    assert hits[0][0].heading in {
+        "PostgreSQL disk almost full > Symptoms",
+        "PostgreSQL disk almost full > First steps",
+    }
