@@ -208,14 +208,14 @@ async def test_a_tool_result_is_written_back_and_a_later_turn_finds_it(tmp_path:
     with serve_chat() as chat:
         async with Agent(chat, capability) as agent:
             chat.reply_tool_call("disk", {"host": "db1"})
-            await agent.ask("How full is db1?")
+            await agent.ask("db1")  # the memory query: the result matches it
             later = await agent.ask("db1", conversation="c-10")  # no tool return in its history
     await capability.aclose()
     await manifest.aclose()
     assert later == "fixed answer"
     calling, answering, other = chat.requests
     assert answering.messages[-1]["role"] == "tool"
-    # the run's second model request reuses the turn's composition
+    # the turn's second model call reuses its composition: the stored result is not in it yet
     assert system_of(answering) == system_of(calling)
     assert "DISK-d2" not in system_of(answering)
     assert "NOTES-n4:" in system_of(other)
