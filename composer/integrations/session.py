@@ -12,7 +12,9 @@ branch, with the framework's system text and the user's latest text, and gives:
 * ``report``: the turn's ProviderReport (four lists, outcomes, tokens).
 
 Turns are counted per conversation, so a writeback of the same tool result in the same turn
-stores once and in a later turn again (``composer.plugin.turn_key``).
+stores once and in a later turn again (``composer.plugin.turn_key``). A framework that calls the
+model several times in one user turn (a tool call, then the answer) names the turn: composing
+the same turn again gives its first composition, so providers run once per user turn.
 """
 
 from __future__ import annotations
@@ -49,9 +51,11 @@ class Composed:
 
 
 class _Conversation(Branch):
-    """A framework conversation's branch; it counts its turns (``turn_key``)."""
+    """A framework conversation's branch; it counts its turns (``turn_key``) and keeps the
+    latest composition with the framework's name for its turn."""
 
     turn_key = ""
+    last: tuple[str, Composed] | None = None
 
 
 class Composer:
@@ -96,11 +100,18 @@ class Composer:
         name: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         guidance: Any = None,
+        turn: str | None = None,
     ) -> Composed:
-        """Compose the turn of ``conversation`` whose user text is ``text``."""
+        """Compose the turn of ``conversation`` whose user text is ``text``.
+
+        ``turn`` is the framework's name for the user turn (a run id, the user message's id):
+        the same ``turn`` as the conversation's latest composition gives that one again.
+        """
         async with self._branches.use(conversation) as entry:
             branch = entry.branch
             assert isinstance(branch, _Conversation)
+            if turn is not None and branch.last is not None and branch.last[0] == turn:
+                return branch.last[1]
             branch.system = system
             branch.name = name
             branch.metadata = dict(metadata or {})
@@ -108,10 +119,17 @@ class Composer:
             self._turns[conversation] = count
             branch.turn_key = f"{self._run}:{count}"
             try:
-                turn = await prepare_turn(branch, Instruction(text, guidance=guidance))
+                prepared = await prepare_turn(branch, Instruction(text, guidance=guidance))
             finally:
                 branch.messages.clear()  # the framework keeps the conversation
-        return Composed(turn.guidance or "", turn.context, turn.report)
+            composed = Composed(prepared.guidance or "", prepared.context, prepared.report)
+            branch.last = None if turn is None else (turn, composed)
+        return composed
+
+    def last_report(self, conversation: str) -> ProviderReport | None:
+        """The report of the conversation's latest turn (None: no turn yet, or it was dropped)."""
+        entry = self._branches.peek(conversation)
+        return None if entry is None else entry.branch.last_context_report
 
     async def writeback(self, conversation: str, results: list[Any]) -> list[WritebackResult]:
         """Hand the turn's tool results to the providers' writeback hooks (ADR D7), each

@@ -61,3 +61,21 @@ async def test_writebacks_store_once_per_turn_and_again_in_a_later_turn(tmp_path
     assert later.instructions == "S\nBe brief."
     assert other.context is not None
     assert "disk 91% full" in other.context  # one store, read by every conversation
+
+
+async def test_a_named_turn_is_composed_once_and_its_report_kept(tmp_path: Path) -> None:
+    """A framework calling the model twice in one user turn (a tool call, then the answer)
+    names the turn: the second compose gives the first composition, providers not run again."""
+    loaded = manifest(tmp_path)
+    async with Composer(loaded) as composing:
+        assert composing.last_report("t") is None
+        first = await composing.compose("t", "disk", system="S\n", turn="run-1")
+        again = await composing.compose("t", "disk", system="S\n", turn="run-1")
+        kept = composing.last_report("t")
+        later = await composing.compose("t", "disk", system="S\n", turn="run-2")
+    await loaded.aclose()
+    assert again is first
+    assert kept is first.report
+    assert first.report is not None
+    assert later.report is not None
+    assert later.report.turn_id != first.report.turn_id
