@@ -30,6 +30,7 @@ __all__ = [
     "START",
     "cli_reference",
     "markdown_reference",
+    "refresh",
     "with_cli_reference",
     "with_reference",
 ]
