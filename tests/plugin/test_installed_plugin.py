@@ -20,12 +20,12 @@ from composer.catalog import ProviderTypes
 from composer.cli import main
 from composer.errors import ManifestError
 
-README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+PLUGIN_GUIDE = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text(encoding="utf-8")
 
 
 def readme_plugin_code() -> str:
-    """The Python block of the README's "Writing a provider type" section."""
-    section = README[README.index("### Writing a provider type") :]
+    """The first Python block of the plugin guide, docs/plugins.md ("Writing a provider type")."""
+    section = PLUGIN_GUIDE[PLUGIN_GUIDE.index("# Writing a provider type") :]
     code: str = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
     return code
 
