@@ -27,7 +27,10 @@ Outcome = Literal[
     "failed",  # raised (ADR D2)
     "timeout",  # ran out of time and was cancelled
     "not_called",  # the branch had no system text (ADR D4)
+    "disabled",  # declared with ``enabled: false``: never built, so only preview and tests see it
 ]
+"""What became of a provider in a turn: the one set of names the registry, the HTTP API, the
+audit log, the metrics, ``composer preview --json`` and ``composer test`` all use."""
 
 
 class ProviderOutcome(NamedTuple):

@@ -1,117 +1,24 @@
-"""``composer audit show|diff``: read the audit log (``runtime.audit``) back.
+"""The audit log (``runtime.audit``) read back, for ``composer audit show|diff``.
 
-``show`` prints one turn exactly as ``composer preview`` prints a turn (the same table, budget
-line and text section, from the same code), rebuilt from its audit line; ``diff`` lists what
-changed between two turns, provider by provider. A turn is named by its id or a unique prefix
-of it. Texts are in a line only when the manifest had ``keep_text``; otherwise their SHA-256
-stands in for them, which is enough to tell whether two turns saw the same block.
+``preview_of`` rebuilds from one audit line the ``Preview`` that ``composer preview`` would
+have printed for that turn (so ``show`` prints it with the same code); ``describe_changes``
+lists what changed between two turns, provider by provider. A turn is named by its id or a
+unique prefix of it. Texts are in a line only when the manifest had ``keep_text``; otherwise
+their SHA-256 stands in for them, which is enough to tell whether two turns saw the same block.
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported when the command runs: --help stays light
-    from composer.cli.main import Output
     from composer.cli.preview import Preview
     from composer.observe.record import AuditLine, AuditProvider, AuditText
 
-__all__ = ["add_audit", "describe_changes", "find_turn", "preview_of"]
-
-
-def add_audit(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "audit",
-        help="show a turn of an audit log, or what changed between two turns",
-        description=(
-            "Read an audit log written with the manifest's `runtime.audit` (one JSON line per "
-            "turn). A turn ID may be any unique prefix of a turn id."
-        ),
-    )
-    actions = parser.add_subparsers(metavar="ACTION", required=True)
-    show = actions.add_parser(
-        "show",
-        help="print a turn as `composer preview` would",
-        description=(
-            "Print one turn of FILE as `composer preview` prints a turn: one row per provider "
-            "(outcome, tokens, milliseconds), the budget used, then the text the model saw when "
-            "the log kept text (`keep_text: true`), else each block's SHA-256. Without --turn, "
-            "the last turn of FILE."
-        ),
-    )
-    show.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
-    show.add_argument("--turn", metavar="ID", help="the turn id, or a unique prefix of it")
-    show.add_argument("--json", action="store_true", help="the preview's JSON document instead")
-    show.set_defaults(run=run_audit_show)
-    diff = actions.add_parser(
-        "diff",
-        help="what changed between two turns",
-        description=(
-            "List what differs between turns ID1 and ID2 of FILE: the manifest revision, the "
-            "budget, the tokens used, the instruction, and per provider its outcome, tokens "
-            "and block (`~` changed, `+` only in ID2, `-` only in ID1); with kept text, the "
-            "lines of a block that changed. Exit 0, or 1 when a turn is not found."
-        ),
-    )
-    diff.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
-    diff.add_argument("first", metavar="ID1")
-    diff.add_argument("second", metavar="ID2")
-    diff.set_defaults(run=run_audit_diff)
-
-
-def run_audit_show(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.main import _print_preview
-    from composer.cli.preview import PreviewDocument
-    from composer.manifest.models import Manifest
-
-    line = _turn(args.file, args.turn, output)
-    if line is None:
-        return 1
-    preview = preview_of(line)
-    shown = line.manifest.path or "(unknown manifest)"
-    if args.json:
-        document = PreviewDocument.of(preview, manifest=shown, env=line.manifest.env)
-        output.json(document.model_dump_json(indent=2))
-        return 0
-    branch = line.branch.name or "(no name)"
-    output.print(f"turn: {line.turn_id} at {line.time}, branch {branch} ({line.branch.id})")
-    # The line was masked when it was written: nothing is left to redact (no secret known).
-    _print_preview(preview, shown, line.manifest.env, Manifest(version=1), output)
-    return 0
-
-
-def run_audit_diff(args: argparse.Namespace, output: Output) -> int:
-    first = _turn(args.file, args.first, output)
-    second = _turn(args.file, args.second, output)
-    if first is None or second is None:
-        return 1
-    changes = describe_changes(first, second)
-    count = sum(1 for change in changes if not change.startswith(" "))  # not a block's lines
-    noun = "difference" if count == 1 else "differences"
-    output.print(f"# turn {first.turn_id} -> turn {second.turn_id}: {count} {noun}")
-    for change in changes:
-        output.print(change)
-    return 0
-
-
-def _turn(file: str, turn: str | None, output: Output) -> AuditLine | None:
-    """The turn of ``file`` named by ``turn`` (the last one when None), or None after saying
-    why not."""
-    try:
-        line, skipped = find_turn(Path(file), turn)
-    except OSError as e:
-        output.error(f"composer audit: {file}: {e.strerror or e}")
-        return None
-    except LookupError as e:
-        output.error(f"composer audit: {file}: {e.args[0]}")
-        return None
-    for number, problem in skipped:
-        output.warning(f"composer audit: {file}:{number}: {problem}; skipped")
-    return line
+__all__ = ["describe_changes", "find_turn", "preview_of"]
 
 
 def find_turn(path: Path, turn: str | None) -> tuple[AuditLine, list[tuple[int, str]]]:
@@ -176,7 +83,7 @@ def preview_of(line: AuditLine) -> Preview:
             provider.max_tokens,
             "disabled",
         )
-        fill_row(row, record, has_when=provider.has_when)
+        fill_row(row, record)
         rows.append(row)
         if provider.block is not None:
             kept = kept and provider.block.text is not None

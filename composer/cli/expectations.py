@@ -10,7 +10,10 @@ and what the manifest does around it, ``when``, ``wrap``, caps and the budget, s
 applies). Variables come from the file only, so a test means the same on every machine.
 
 Like a manifest, a test file is read as located YAML: a mistake in it, and every expectation
-that fails, is reported as ``file:line:col``.
+that fails, is reported as ``file:line:col``. Outcomes are named as the registry, the audit
+log and ``preview --json`` name them; the names of version 1 of ``preview --json``
+(``skipped_max_tokens``, ``skipped_budget``, and ``empty`` for a provider whose ``when`` was
+false) are accepted until the next release, each with a located warning naming the new one.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import (
     BeforeValidator,
@@ -35,28 +38,63 @@ from pydantic import (
 )
 
 from composer.catalog import ProviderTypes
-from composer.cli.preview import DEFAULT_SYSTEM, Outcome, Preview, run_preview
+from composer.cli.preview import DEFAULT_SYSTEM, Preview, run_preview
 from composer.cli.terminate import run
 from composer.errors import ComposerError, ManifestError, ProviderError, SettingsError
 from composer.manifest import Manifest, StrictModel
 from composer.manifest.loader import load_manifest
 from composer.manifest.validation_errors import locate, translate
 from composer.manifest.yamlnodes import Node, plain, read_yaml
+from composer.outcomes import Outcome
 from composer.plugin import BuildContext, ProviderConfig, ProviderType
 
 __all__ = [
+    "OLD_SPELLINGS",
     "Bound",
     "CaseResult",
+    "ExpectedOutcome",
     "Failure",
     "TestFile",
+    "Tests",
     "junit_xml",
     "load_tests",
     "run_tests",
 ]
 
-_FIRED: frozenset[str] = frozenset({"fired", "cached"})
-_SKIPPED: frozenset[str] = frozenset({"skipped_max_tokens", "skipped_budget"})
-_FAILED: frozenset[str] = frozenset({"failed", "timeout"})
+_FIRED: frozenset[Outcome] = frozenset({"fired", "cached"})
+_SKIPPED: frozenset[Outcome] = frozenset({"over_max_tokens", "over_budget"})
+_FAILED: frozenset[Outcome] = frozenset({"failed", "timeout"})
+
+OLD_SPELLINGS: dict[str, Outcome] = {
+    "skipped_max_tokens": "over_max_tokens",
+    "skipped_budget": "over_budget",
+}
+"""Outcomes as version 1 of ``preview --json`` spelled them: accepted, with a warning, until
+the next release."""
+
+
+def _new_spelling(value: Any) -> Any:
+    return OLD_SPELLINGS.get(value, value) if isinstance(value, str) else value
+
+
+ExpectedOutcome = Annotated[
+    Outcome,
+    BeforeValidator(_new_spelling),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "enum": list(get_args(Outcome))},
+                {
+                    "type": "string",
+                    "enum": list(OLD_SPELLINGS),
+                    "deprecated": True,
+                    "description": "Old spellings of over_max_tokens and over_budget.",
+                },
+            ]
+        }
+    ),
+]
+"""An outcome (``composer.outcomes.Outcome``), or its old spelling (``OLD_SPELLINGS``)."""
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
@@ -123,7 +161,10 @@ Strings = Annotated[
 class ProviderExpectation(StrictModel):
     """What one provider must have done this turn."""
 
-    outcome: Outcome | None = Field(None, description="Exactly this outcome, as preview names it.")
+    outcome: ExpectedOutcome | None = Field(
+        None,
+        description="Exactly this outcome, named as preview --json and the audit log name it.",
+    )
     fired: bool | None = Field(None, description="Admitted (fired, or fired from its cache).")
     skipped: bool | None = Field(
         None, description="Skipped over its max_tokens or over the budget."
@@ -220,13 +261,23 @@ class TestFile(StrictModel):
 
 
 @dataclass(frozen=True)
+class Failure:
+    """One expectation that did not hold, a reason the turn could not run, or a warning."""
+
+    where: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Tests:
-    """A test file as read: the located tree (to place each failure) and the validated model."""
+    """A test file as read: the located tree (to place each failure), the validated model, and
+    a warning for each outcome spelled the old way."""
 
     display: str
     folder: Path
     tree: Node
     model: TestFile
+    warnings: list[Failure] = field(default_factory=list)
 
     def where(self, *keys: str | int, key: bool = False) -> str:
         """``file:line:col`` of the value at ``keys`` (with ``key``, of its key)."""
@@ -240,21 +291,33 @@ def load_tests(path: str) -> Tests:
     tree, errors = read_yaml(path, file)
     if errors:
         raise ManifestError.collect(errors)
+    data = plain(tree)
     try:
-        model = TestFile.model_validate(plain(tree))
+        model = TestFile.model_validate(data)
     except ValidationError as e:
         raise ManifestError.collect(
             translate(e, tree, TestFile, "", unresolved=(), variables_of={})
         ) from e
-    return Tests(path, file.parent, tree, model)
+    tests = Tests(path, file.parent, tree, model)
+    tests.warnings.extend(_old_spellings(tests, data))
+    return tests
 
 
-@dataclass(frozen=True)
-class Failure:
-    """One expectation that did not hold, or a reason the turn could not run."""
+def _old_spellings(tests: Tests, data: Any) -> list[Failure]:
+    """A warning at each ``outcome`` written with an old spelling (the file is valid)."""
+    warnings = []
+    for index, case in enumerate(data["tests"]):
+        providers = (case.get("expect") or {}).get("providers") or {}
+        for name, wanted in providers.items():
+            spelled = (wanted or {}).get("outcome")
+            if isinstance(spelled, str) and spelled in OLD_SPELLINGS:
+                where = tests.where("tests", index, "expect", "providers", name, "outcome")
+                warnings.append(Failure(where, _deprecated(spelled, OLD_SPELLINGS[spelled])))
+    return warnings
 
-    where: str
-    message: str
+
+def _deprecated(old: str, new: str) -> str:
+    return f"outcome {old} is deprecated and will be refused in the next release: write {new}"
 
 
 @dataclass
@@ -263,6 +326,7 @@ class CaseResult:
     env: str | None
     failures: list[Failure] = field(default_factory=list)
     errors: list[Failure] = field(default_factory=list)  # the turn could not be run
+    warnings: list[Failure] = field(default_factory=list)  # held, but spelled the old way
     seconds: float = 0.0
     text: str | None = None
 
@@ -345,7 +409,7 @@ async def _run_case(tests: Tests, index: int) -> CaseResult:
         result.errors.append(Failure(tests.where(*at), manifest.redact(f"the turn failed: {e}")))
         return result
     result.text = manifest.redact(preview.guidance or "")
-    result.failures = _compare(tests, at, case.expect, preview, manifest)
+    result.failures = _compare(tests, at, case.expect, preview, manifest, result.warnings)
     return result
 
 
@@ -355,8 +419,10 @@ def _compare(
     expect: Expectations,
     preview: Preview,
     manifest: Manifest,
+    warnings: list[Failure],
 ) -> list[Failure]:
-    """Every expectation of one turn that did not hold, with what happened instead."""
+    """Every expectation of one turn that did not hold, with what happened instead; an
+    expectation that held only under its old meaning adds to ``warnings``."""
     failures: list[Failure] = []
     rows = {row.name: row for row in preview.rows}
     for name, wanted in expect.providers.items():
@@ -366,8 +432,12 @@ def _compare(
         label = f'provider "{name}"'
         checks: list[tuple[str, bool, str, str]] = []
         if wanted.outcome is not None:
-            expected = f"outcome {wanted.outcome}"
-            checks.append(("outcome", row.outcome == wanted.outcome, expected, actual))
+            held = row.outcome == wanted.outcome
+            if not held and (wanted.outcome, row.outcome) == ("empty", "guarded"):
+                held = True  # version 1 said empty, with `when: false`
+                message = f"{label}: its `when` was false; " + _deprecated("empty", "guarded")
+                warnings.append(Failure(tests.where(*keys, "outcome"), message))
+            checks.append(("outcome", held, f"outcome {wanted.outcome}", actual))
         for key, kinds in (("fired", _FIRED), ("skipped", _SKIPPED), ("failed", _FAILED)):
             want: bool | None = getattr(wanted, key)
             if want is not None:

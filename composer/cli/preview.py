@@ -12,12 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from composer.build import build_registry
 from composer.catalog import ProviderTypes
+from composer.hooks import Progress
 from composer.manifest import Manifest
-from composer.outcomes import ProviderOutcome
+from composer.outcomes import Outcome, ProviderOutcome
 from composer.registry import ProviderReport
 from composer.turn import Branch, Instruction, prepare_turn
 
@@ -27,7 +28,6 @@ __all__ = [
     "DocumentFired",
     "DocumentReport",
     "DocumentRow",
-    "Outcome",
     "Preview",
     "PreviewDocument",
     "ProviderRow",
@@ -39,31 +39,6 @@ __all__ = [
 DEFAULT_SYSTEM = "You are a helpful assistant.\n"
 """System text used when none is given, so that providers are called (ADR D4: a systemless
 branch calls none)."""
-
-Outcome = Literal[
-    "fired",
-    "cached",
-    "skipped_max_tokens",
-    "skipped_budget",
-    "failed",
-    "timeout",
-    "empty",
-    "not_called",
-    "disabled",
-]
-
-_ROW_OUTCOME: dict[str, Outcome] = {
-    "fired": "fired",
-    "cached": "cached",
-    "over_max_tokens": "skipped_max_tokens",
-    "over_budget": "skipped_budget",
-    "failed": "failed",
-    "timeout": "timeout",
-    "empty": "empty",
-    "guarded": "empty",
-    "not_called": "not_called",
-}
-"""The registry's outcome (``composer.outcomes``) -> the preview's (version 1 of its JSON)."""
 
 
 @dataclass
@@ -78,7 +53,6 @@ class ProviderRow:
     tokens: int | None = None
     ms: float | None = None
     error: str | None = None
-    when: bool | None = None
 
 
 @dataclass
@@ -114,7 +88,7 @@ async def run_preview(
     branch_name: str | None = None,
     branch_metadata: Mapping[str, Any] | None = None,
     types: ProviderTypes | None = None,
-    progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
+    progress: Callable[[str], Progress | None] | None = None,
 ) -> Preview:
     """Build the manifest's registry, run one turn through ``prepare_turn``, explain each row.
 
@@ -142,7 +116,7 @@ async def run_preview(
         if not config.enabled:
             continue
         record = next(outcomes)  # one per registered provider, in registration order
-        fill_row(row, record, has_when=bool(config.when), redact=manifest.redact)
+        fill_row(row, record, redact=manifest.redact)
     return Preview(
         instruction=instruction,
         system=system,
@@ -155,21 +129,15 @@ async def run_preview(
 
 
 def fill_row(
-    row: ProviderRow,
-    record: ProviderOutcome,
-    *,
-    has_when: bool,
-    redact: Callable[[str], str] | None = None,
+    row: ProviderRow, record: ProviderOutcome, *, redact: Callable[[str], str] | None = None
 ) -> None:
     """Set ``row`` from the registry's outcome record of its provider (``composer audit show``
     fills rows from audit lines the same way)."""
-    row.outcome = _ROW_OUTCOME[record.outcome]
+    row.outcome = record.outcome
     row.tokens, row.ms = record.tokens, record.duration_ms
     if record.error_type is not None:
         error = f"{record.error_type}: {record.error}" if record.error else record.error_type
         row.error = redact(error) if redact is not None else error
-    if row.outcome == "empty" and has_when:
-        row.when = record.outcome != "guarded"
 
 
 class _Document(BaseModel):
@@ -187,13 +155,6 @@ class DocumentRow(_Document):
     tokens: int | None
     ms: float | None
     error: str | None
-    when: bool | None = Field(
-        None,
-        description=(
-            "For an empty outcome: the value of the provider's `when` this turn (false: it did "
-            "no work); null when it has no `when`."
-        ),
-    )
 
 
 class DocumentBudget(_Document):
@@ -216,9 +177,14 @@ class DocumentReport(_Document):
 
 
 class PreviewDocument(_Document):
-    """The stable shape of ``composer preview --json`` (version 1)."""
+    """The stable shape of ``composer preview --json`` (version 2).
 
-    version: Literal[1] = 1
+    Version 2 names outcomes as the registry, the HTTP API and the audit log do
+    (``over_max_tokens``, ``over_budget``, ``guarded``); version 1 said ``skipped_max_tokens``,
+    ``skipped_budget``, and ``empty`` with ``when: false``, and had a ``when`` field.
+    """
+
+    version: Literal[2] = 2
     manifest: str
     env: str | None
     instruction: str

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from composer.cli.main import Output
+    from composer.cli.output import Output
     from composer.observe.changes import Digests, Inputs
 
 __all__ = ["watch_preview"]

@@ -48,7 +48,9 @@ MAX_ACTION_RESPONSES = 1000
 BRANCH_ID_PATTERN = r"^[A-Za-z0-9._~:@-]{1,128}$"
 """Branch ids are path segments (``/v1/branches/{id}/writeback``): unreserved URL characters."""
 
-OUTCOMES: tuple[str, ...] = get_args(Outcome)
+OUTCOMES: tuple[str, ...] = tuple(name for name in get_args(Outcome) if name != "disabled")
+"""The outcomes a served turn can report: a disabled provider is never registered, so its
+report holds none (``composer preview`` lists it)."""
 
 
 class _Body(BaseModel):

@@ -143,9 +143,10 @@ def test_dev_has_no_failing_provider(instruction: str, capsys: pytest.CaptureFix
     assert err == ""
     assert {row.outcome for row in document.providers} <= {
         "fired",
-        "skipped_max_tokens",
-        "skipped_budget",
+        "over_max_tokens",
+        "over_budget",
         "empty",
+        "guarded",
         "disabled",
     }
 

@@ -112,7 +112,7 @@ def test_recorded_responses_stand_in_for_the_provider(
             instruction: "the API returns 502 errors: is there an outage?"
             responses: {{status: "{long}"}}
             expect:
-              providers: {{status: {{outcome: skipped_max_tokens, skipped: true, tokens: "> 200"}}}}
+              providers: {{status: {{outcome: over_max_tokens, skipped: true, tokens: "> 200"}}}}
           - name: a recorded error fails the provider alone
             env: prod
             instruction: "the API returns 502 errors: is there an outage?"
@@ -126,16 +126,83 @@ def test_recorded_responses_stand_in_for_the_provider(
             instruction: "how do I roll back?"
             responses: {{status: never}}
             expect:
-              providers: {{status: {{outcome: empty}}}}
+              providers: {{status: {{outcome: guarded}}}}
         """,
     )
     assert main(["test", str(tests), "--junit", str(folder / "results.xml")]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert out.splitlines()[-1] == "3 passed"
+    assert err == ""
     assert count_tokens(long) > 200
     suite = ElementTree.parse(folder / "results.xml").getroot()
     assert suite.tag == "testsuites"
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "0", "0")
+
+
+def test_old_outcome_spellings_still_pass_each_with_a_located_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Version 1 of preview --json said skipped_max_tokens, skipped_budget, and empty for a
+    provider whose `when` was false; a test file written then passes for one more release."""
+    put(
+        tmp_path / "m.yaml",
+        """
+        version: 1
+        budget: 5
+        providers:
+          - {name: huge, type: static, max_tokens: 3, text: "alpha beta gamma delta epsilon"}
+          - {name: crowded, type: static, text: "alpha beta gamma delta epsilon zeta eta"}
+          - {name: quiet, type: static, when: "false", text: never shown}
+        """,
+    )
+    tests = put(
+        tmp_path / "tests.yaml",
+        """
+        manifest: m.yaml
+        tests:
+          - name: every old spelling
+            instruction: x
+            expect:
+              providers:
+                huge: {outcome: skipped_max_tokens}
+                crowded: {outcome: skipped_budget, skipped: true}
+                quiet: {outcome: empty}
+        """,
+    )
+    assert main(["test", str(tests)]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1] == "1 passed"
+    deprecated = "is deprecated and will be refused in the next release: write"
+    assert err.splitlines() == [
+        f"{location(tests, 'huge:', 'skipped')}: warning: "
+        f"outcome skipped_max_tokens {deprecated} over_max_tokens",
+        f"{location(tests, 'crowded:', 'skipped')}: warning: "
+        f"outcome skipped_budget {deprecated} over_budget",
+        f"{location(tests, 'quiet:', 'empty')}: warning: "
+        f'provider "quiet": its `when` was false; outcome empty {deprecated} guarded',
+    ]
+
+
+def test_guarded_and_empty_are_told_apart(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tests = put(
+        folder / "tests.yaml",
+        """
+        variables: {STATUS_TOKEN: for-tests}
+        tests:
+          - name: a provider that answered nothing was not guarded
+            env: prod
+            instruction: "the API returns 502 errors: is there an outage?"
+            responses: {status: ""}
+            expect:
+              providers: {status: {outcome: guarded}}
+        """,
+    )
+    assert main(["test", str(tests)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == (
+        f"      {location(tests, 'status: {outcome', 'guarded')}: "
+        'provider "status": expected outcome guarded, got empty'
+    )
 
 
 def test_junit_xml_names_each_failure(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -248,8 +315,8 @@ def test_mistakes_in_the_test_file_are_located(
         f"{tests}:6:32: tests[0].expect.providers.p.tokens: must be a number or a comparison "
         'such as "<= 600"',
         f"{tests}:6:52: tests[0].expect.providers.p.outcome: must be "
-        "'fired', 'cached', 'skipped_max_tokens', 'skipped_budget', 'failed', 'timeout', "
-        "'empty', 'not_called' or 'disabled'",
+        "'fired', 'cached', 'empty', 'guarded', 'over_max_tokens', 'over_budget', 'failed', "
+        "'timeout', 'not_called' or 'disabled'",
         f"{tests}:7:23: tests[0].expect.text.matches: not a regular expression: "
         "missing ), unterminated subpattern at position 0",
     ]

@@ -134,9 +134,9 @@ async def test_audit_show_prints_the_turn_as_preview_prints_a_turn(
     document = json.loads(capsys.readouterr().out)
     assert [(p["name"], p["outcome"], p["tokens"]) for p in document["providers"]] == [
         ("rules", "fired", 4),
-        ("quiet", "empty", None),
-        ("long", "skipped_max_tokens", 31),
-        ("filler", "skipped_budget", 41),
+        ("quiet", "guarded", None),
+        ("long", "over_max_tokens", 31),
+        ("filler", "over_budget", 41),
         ("broken", "failed", None),
     ]
     assert document["report"]["fired"] == [{"provider_name": "rules", "tokens": 4}]

@@ -32,7 +32,8 @@ from memory.services import (
 
 import composer
 from composer.cli import main
-from composer.cli.main import Output, _log_records_to
+from composer.cli.logs import log_records_to
+from composer.cli.output import Output
 from composer.errors import ManifestError
 from composer.manifest.models import redact
 
@@ -242,7 +243,7 @@ def test_a_librarys_log_records_are_masked_before_any_handler_formats_them(
     application = logging.StreamHandler(later)
     application.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
     root = logging.getLogger()
-    with _log_records_to(Output(io.StringIO(), shown), lambda text: redact(text, [HOSTILE])):
+    with log_records_to(Output(io.StringIO(), shown), lambda text: redact(text, [HOSTILE])):
         root.addHandler(application)
         try:
             log = logging.getLogger(name)

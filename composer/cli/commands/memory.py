@@ -1,10 +1,11 @@
 """``composer memory import|export|stats``: move memory items between stores, with counts checked.
 
-A store is named by a short spec (``builtin_providers.stores.open_store``): a path ending in
-``.jsonl``, ``.sqlite``, ``.sqlite3`` or ``.db``, ``jsonl:PATH``, ``sqlite:PATH``, or a
-``postgresql://`` URL (keep its password out of the command line: libpq reads
-``PGPASSWORD`` and ``~/.pgpass``). Items keep their ids, so importing the same items twice
-adds nothing; after an import every item read must be found in the target, else exit 1.
+A store is named by a short spec (``composer.cli.stores``): a path ending in ``.jsonl``,
+``.sqlite``, ``.sqlite3`` or ``.db``, ``jsonl:PATH``, ``sqlite:PATH``, or a ``postgresql://``
+URL (keep its password out of the command line: libpq reads ``PGPASSWORD`` and
+``~/.pgpass``), each kind opened through its ``composer.stores`` entry point. Items keep
+their ids, so importing the same items twice adds nothing; after an import every item read
+must be found in the target, else exit 1.
 """
 
 from __future__ import annotations
@@ -15,24 +16,23 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the stores are imported when the command runs: --help stays light
-    from builtin_providers.stores import ItemStore
-    from composer.cli.main import Output
+from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 
-__all__ = ["add_memory", "run_memory"]
+if TYPE_CHECKING:
+    from composer.cli.output import Output
+    from composer.cli.stores import Store
+
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
 
 _STORE_HELP = "a .jsonl, .sqlite or .db path, jsonl:PATH, sqlite:PATH, or a postgresql:// URL"
 
+DESCRIPTION = (
+    "Move memory items between stores, ids kept, and count them. A STORE is "
+    f"{_STORE_HELP}. Exit 1 when a store fails or a count does not add up."
+)
 
-def add_memory(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "memory",
-        help="import, export and count memory items (JSONL, SQLite, PostgreSQL)",
-        description=(
-            "Move memory items between stores, ids kept, and count them. A STORE is "
-            f"{_STORE_HELP}. Exit 1 when a store fails or a count does not add up."
-        ),
-    )
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(metavar="ACTION", required=True)
     schema = argparse.ArgumentParser(add_help=False)
     schema.add_argument(
@@ -55,7 +55,7 @@ def add_memory(subparsers: Any) -> None:
         "--namespace", help="only the items of this namespace (default: every namespace)"
     )
     importing.add_argument("--into", help="store them in this namespace instead of their own")
-    importing.set_defaults(run=run_memory, action=_import)
+    importing.set_defaults(action=_import)
 
     exporting = actions.add_parser(
         "export",
@@ -70,7 +70,7 @@ def add_memory(subparsers: Any) -> None:
     exporting.add_argument("store", metavar="STORE", help=_STORE_HELP)
     exporting.add_argument("output", metavar="OUTPUT", nargs="?", default="-")
     exporting.add_argument("--namespace", help="only this namespace (default: every namespace)")
-    exporting.set_defaults(run=run_memory, action=_export)
+    exporting.set_defaults(action=_export)
 
     stats = actions.add_parser(
         "stats",
@@ -79,16 +79,16 @@ def add_memory(subparsers: Any) -> None:
         description="Count the live (unexpired) items of STORE, per namespace.",
     )
     stats.add_argument("store", metavar="STORE", help=_STORE_HELP)
-    stats.set_defaults(run=run_memory, action=_stats)
+    stats.set_defaults(action=_stats)
 
 
-def run_memory(args: argparse.Namespace, output: Output) -> int:
+def run(args: argparse.Namespace, output: Output) -> int:
     from composer.errors import ComposerError
 
-    action: Callable[[argparse.Namespace, Output, list[ItemStore]], Awaitable[int]] = args.action
-    opened: list[ItemStore] = []
+    action: Callable[[argparse.Namespace, Output, list[Store]], Awaitable[int]] = args.action
+    opened: list[Store] = []
 
-    async def run() -> int:
+    async def act() -> int:
         try:
             return await action(args, output, opened)
         finally:
@@ -98,33 +98,47 @@ def run_memory(args: argparse.Namespace, output: Output) -> int:
     try:
         import asyncio  # here: --help and --version do not pay for it
 
-        return asyncio.run(run())
+        return asyncio.run(act())
     except ValueError as e:
         output.error(f"composer memory: {e}")
-        return 2
+        return USAGE
     except ComposerError as e:
         output.error(f"composer memory: {e}")
-        return 1
+        return FAILURE
 
 
-def _open(spec: str, args: argparse.Namespace, opened: list[ItemStore]) -> ItemStore:
-    from builtin_providers.stores import open_store
+def _open(spec: str, args: argparse.Namespace, opened: list[Store]) -> Store:
+    from composer.cli.stores import open_store
 
     store = open_store(spec, schema=args.schema)
     opened.append(store)
     return store
 
 
-def _shown(store: ItemStore) -> str:
-    """A store as messages name it: its path, or host and database (never a password)."""
-    from builtin_providers.stores import PostgresMemoryStore
-
-    if isinstance(store, PostgresMemoryStore):
-        return repr(store)
-    return str(getattr(store, "path", store))
+def _shown(store: Store) -> str:
+    """A store as messages name it: its path, or its own repr (a database's host and name,
+    never a password)."""
+    path = getattr(store, "path", None)
+    return repr(store) if path is None else str(path)
 
 
-async def _missing(items: list[Any], target: ItemStore) -> int:
+def _record(item: Any) -> dict[str, Any]:
+    """The JSON object of one exported item: the fields of a JSONL store's line (a test
+    holds the two equal), ``namespace`` and ``expires_at`` only when set."""
+    record: dict[str, Any] = {
+        "id": str(item.id),
+        "content": item.content,
+        "tags": list(item.tags or []),
+        "metadata": dict(item.metadata or {}),
+    }
+    if item.namespace:
+        record["namespace"] = str(item.namespace)
+    if item.expires_at is not None:
+        record["expires_at"] = float(item.expires_at)
+    return record
+
+
+async def _missing(items: list[Any], target: Store) -> int:
     """How many of ``items`` the target does not hold (by namespace and id)."""
     held = {(item.namespace, item.id) for item in await target.export()}
     return sum(1 for item in items if (item.namespace, item.id) not in held)
@@ -134,7 +148,7 @@ def _namespaces(counts: dict[str, int]) -> str:
     return ", ".join(f"{name or '(default)'}: {n}" for name, n in sorted(counts.items()))
 
 
-async def _import(args: argparse.Namespace, output: Output, opened: list[ItemStore]) -> int:
+async def _import(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
     source = _open(args.source, args, opened)
     target = _open(args.target, args, opened)
     items = await source.export(args.namespace)
@@ -151,29 +165,25 @@ async def _import(args: argparse.Namespace, output: Output, opened: list[ItemSto
     output.print(f"{_shown(target)}: {sum(after.values())} items ({_namespaces(after)})")
     if missing:
         output.error(f"composer memory: {missing} of the items read are not in the target")
-        return 1
+        return FAILURE
     if sum(after.values()) < before + added:
         output.error(
             f"composer memory: the target holds {sum(after.values())} items, fewer than the "
             f"{before} before plus the {added} added (expired or deleted meanwhile?)"
         )
-        return 1
-    return 0
+        return FAILURE
+    return SUCCESS
 
 
-async def _export(args: argparse.Namespace, output: Output, opened: list[ItemStore]) -> int:
+async def _export(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
     store = _open(args.store, args, opened)
-    from builtin_providers.stores import JsonlMemoryStore
-    from builtin_providers.stores.base import record_of
-
     items = await store.export(args.namespace)
     if args.output == "-":
         for item in items:
-            output.json(json.dumps(record_of(item), ensure_ascii=False, default=str))
+            output.json(json.dumps(_record(item), ensure_ascii=False, default=str))
         output.warning(f"exported {len(items)} items from {_shown(store)}")
-        return 0
-    target = JsonlMemoryStore(args.output)
-    opened.append(target)
+        return SUCCESS
+    target = _open(f"jsonl:{args.output}", args, opened)
     added = await target.add(items)
     output.print(
         f"exported {len(items)} items from {_shown(store)} to {args.output}: added {added}, "
@@ -182,14 +192,14 @@ async def _export(args: argparse.Namespace, output: Output, opened: list[ItemSto
     missing = await _missing(items, target)
     if missing:
         output.error(f"composer memory: {missing} of the items exported are not in the file")
-        return 1
-    return 0
+        return FAILURE
+    return SUCCESS
 
 
-async def _stats(args: argparse.Namespace, output: Output, opened: list[ItemStore]) -> int:
+async def _stats(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
     store = _open(args.store, args, opened)
     counts = await store.counts()
     output.print(f"{_shown(store)}: {sum(counts.values())} items in {len(counts)} namespaces")
     for name, n in sorted(counts.items()):
         output.print(f"  {name or '(default)'}: {n}")
-    return 0
+    return SUCCESS

@@ -1,7 +1,7 @@
 """``composer serve``: the manifest's context over HTTP and MCP (the ``serve`` extra).
 
-Only argparse is imported here, so ``composer --help`` stays fast; Starlette, uvicorn and the
-MCP SDK are imported when the command runs.
+Starlette, uvicorn and the MCP SDK are imported when the command runs, not when its options
+are declared.
 """
 
 from __future__ import annotations
@@ -11,33 +11,31 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from composer.cli.main import Output
+from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
+from composer.cli.options import add_manifest_arguments, manifest_from
 
-__all__ = ["add_serve", "run_serve"]
+if TYPE_CHECKING:
+    from composer.cli.output import Output
+
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
 
 _EXTRA_HINT = "pip install 'context-composer[serve]'"
 
+DESCRIPTION = (
+    "Load MANIFEST once and serve turns for any number of branches: an HTTP API "
+    "(POST /v1/turns, POST /v1/branches/ID/writeback, GET /v1/manifest, /healthz, "
+    "/readyz, /openapi.json) with MCP over streamable HTTP at /mcp; or, with "
+    "--mcp-stdio, an MCP server on stdin/stdout for a client that starts it. Callers "
+    "authenticate with a bearer token: one (--token-file, or the variable named by "
+    "--token-var) or one per principal (--principals FILE, each principal's branch "
+    "metadata bound); without a token it listens only on a loopback address. A shared "
+    "memory store whose namespace reads anything a client states is refused unless "
+    "--principals binds it. Needs the serve extra: " + _EXTRA_HINT
+)
 
-def add_serve(subparsers: Any) -> None:
-    from composer.cli.main import _add_manifest_arguments
 
-    parser = subparsers.add_parser(
-        "serve",
-        help="serve composed context over HTTP (and MCP), or MCP over stdio",
-        description=(
-            "Load MANIFEST once and serve turns for any number of branches: an HTTP API "
-            "(POST /v1/turns, POST /v1/branches/ID/writeback, GET /v1/manifest, /healthz, "
-            "/readyz, /openapi.json) with MCP over streamable HTTP at /mcp; or, with "
-            "--mcp-stdio, an MCP server on stdin/stdout for a client that starts it. Callers "
-            "authenticate with a bearer token: one (--token-file, or the variable named by "
-            "--token-var) or one per principal (--principals FILE, each principal's branch "
-            "metadata bound); without a token it listens only on a loopback address. A shared "
-            "memory store whose namespace reads anything a client states is refused unless "
-            "--principals binds it. Needs the serve extra: " + _EXTRA_HINT
-        ),
-    )
-    _add_manifest_arguments(parser)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_manifest_arguments(parser)
     parser.add_argument(
         "--mcp-stdio",
         action="store_true",
@@ -118,17 +116,16 @@ def add_serve(subparsers: Any) -> None:
         action="store_true",
         help="log every request: address, method, path, status, principal, time",
     )
-    parser.set_defaults(run=run_serve)
 
 
-def run_serve(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.main import _load, _log_records_to
+def run(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.logs import log_records_to
     from composer.errors import ComposerError
 
     missing = [m for m in ("mcp", "starlette", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing:
         output.error(f"composer serve: {', '.join(missing)} not installed: {_EXTRA_HINT}")
-        return 1
+        return FAILURE
     positive = (args.max_branches, args.max_body_bytes, args.max_connections_per_client)
     if (
         min(positive) < 1
@@ -140,16 +137,16 @@ def run_serve(args: argparse.Namespace, output: Output) -> int:
             "composer serve: --max-branches, --max-body-bytes, --request-timeout and the "
             "connection limits must be positive, --rate-limit at least 0"
         )
-        return 2
+        return USAGE
     if args.principals is not None and args.token_file is not None:
         output.error("composer serve: give --principals or --token-file, not both")
-        return 2
+        return USAGE
     if args.principal is not None and not (args.mcp_stdio and args.principals is not None):
         output.error("composer serve: --principal goes with --mcp-stdio and --principals")
-        return 2
-    manifest = _load(args, output)
+        return USAGE
+    manifest = manifest_from(args, output)
     if manifest is None:
-        return 1
+        return FAILURE
     from composer.serve.service import ContextService
 
     try:
@@ -161,7 +158,7 @@ def run_serve(args: argparse.Namespace, output: Output) -> int:
             idle_ttl_s=args.branch_ttl,
             principals=_callers(args, principals, token),
         )
-        with _log_records_to(output, manifest.redact):
+        with log_records_to(output, manifest.redact):
             if args.mcp_stdio:
                 import asyncio
 
@@ -172,11 +169,11 @@ def run_serve(args: argparse.Namespace, output: Output) -> int:
             else:
                 _serve_http(args, output, service, principals, token)
     except KeyboardInterrupt:
-        return 0
+        return SUCCESS
     except ComposerError as e:
         output.error(manifest.redact(f"composer serve: {e}"))
-        return 1
-    return 0
+        return FAILURE
+    return SUCCESS
 
 
 def _principals(args: argparse.Namespace) -> tuple[Any, str | None]:
@@ -229,7 +226,9 @@ def _serve_http(
     )
     sock = bind(args.host, args.port)
     if args.access_log:
-        _log_access_to(output, service.manifest.redact)
+        from composer.cli.logs import log_access_to
+
+        log_access_to(output, service.manifest.redact)
 
     def started(url: str) -> None:
         if principals is not None:
@@ -240,21 +239,3 @@ def _serve_http(
         output.out.flush()
 
     serve(app, sock, limits=limits, forwarded_allow_ips=args.forwarded_allow_ips, started=started)
-
-
-def _log_access_to(output: Output, redact: Any) -> None:
-    """Print the access log's lines (``composer.serve.access``, INFO) on stderr, masked."""
-    import logging
-
-    class AccessLines(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            try:
-                print(redact(f"composer: access: {record.getMessage()}"), file=output.err)
-                output.err.flush()
-            except Exception:
-                self.handleError(record)
-
-    access = logging.getLogger("composer.serve.access")
-    access.setLevel(logging.INFO)
-    access.propagate = False
-    access.addHandler(AccessLines(logging.INFO))

@@ -1,0 +1,114 @@
+"""``composer audit show|diff``: a turn of an audit log as ``preview`` prints it, or what
+changed between two turns (``composer.cli.audit`` reads the log)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from composer.cli.exit_codes import FAILURE, SUCCESS
+
+if TYPE_CHECKING:
+    from composer.cli.output import Output
+    from composer.observe.record import AuditLine
+
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
+
+DESCRIPTION = (
+    "Read an audit log written with the manifest's `runtime.audit` (one JSON line per turn). "
+    "A turn ID may be any unique prefix of a turn id."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(metavar="ACTION", required=True)
+    show = actions.add_parser(
+        "show",
+        help="print a turn as `composer preview` would",
+        description=(
+            "Print one turn of FILE as `composer preview` prints a turn: one row per provider "
+            "(outcome, tokens, milliseconds), the budget used, then the text the model saw when "
+            "the log kept text (`keep_text: true`), else each block's SHA-256. Without --turn, "
+            "the last turn of FILE."
+        ),
+    )
+    show.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
+    show.add_argument("--turn", metavar="ID", help="the turn id, or a unique prefix of it")
+    show.add_argument("--json", action="store_true", help="the preview's JSON document instead")
+    show.set_defaults(action=_show)
+    diff = actions.add_parser(
+        "diff",
+        help="what changed between two turns",
+        description=(
+            "List what differs between turns ID1 and ID2 of FILE: the manifest revision, the "
+            "budget, the tokens used, the instruction, and per provider its outcome, tokens "
+            "and block (`~` changed, `+` only in ID2, `-` only in ID1); with kept text, the "
+            "lines of a block that changed. Exit 0, or 1 when a turn is not found."
+        ),
+    )
+    diff.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
+    diff.add_argument("first", metavar="ID1")
+    diff.add_argument("second", metavar="ID2")
+    diff.set_defaults(action=_diff)
+
+
+def run(args: argparse.Namespace, output: Output) -> int:
+    action: Callable[[argparse.Namespace, Output], int] = args.action
+    return action(args, output)
+
+
+def _show(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.audit import preview_of
+    from composer.cli.preview import PreviewDocument
+    from composer.cli.tables import print_preview
+
+    line = _turn(args.file, args.turn, output)
+    if line is None:
+        return FAILURE
+    preview = preview_of(line)
+    shown = line.manifest.path or "(unknown manifest)"
+    if args.json:
+        document = PreviewDocument.of(preview, manifest=shown, env=line.manifest.env)
+        output.json(document.model_dump_json(indent=2))
+        return SUCCESS
+    branch = line.branch.name or "(no name)"
+    output.print(f"turn: {line.turn_id} at {line.time}, branch {branch} ({line.branch.id})")
+    # The line was masked when it was written: nothing is left to redact (no secret known).
+    print_preview(preview, shown, line.manifest.env, output)
+    return SUCCESS
+
+
+def _diff(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.audit import describe_changes
+
+    first = _turn(args.file, args.first, output)
+    second = _turn(args.file, args.second, output)
+    if first is None or second is None:
+        return FAILURE
+    changes = describe_changes(first, second)
+    count = sum(1 for change in changes if not change.startswith(" "))  # not a block's lines
+    noun = "difference" if count == 1 else "differences"
+    output.print(f"# turn {first.turn_id} -> turn {second.turn_id}: {count} {noun}")
+    for change in changes:
+        output.print(change)
+    return SUCCESS
+
+
+def _turn(file: str, turn: str | None, output: Output) -> AuditLine | None:
+    """The turn of ``file`` named by ``turn`` (the last one when None), or None after saying
+    why not."""
+    from composer.cli.audit import find_turn
+
+    try:
+        line, skipped = find_turn(Path(file), turn)
+    except OSError as e:
+        output.error(f"composer audit: {file}: {e.strerror or e}")
+        return None
+    except LookupError as e:
+        output.error(f"composer audit: {file}: {e.args[0]}")
+        return None
+    for number, problem in skipped:
+        output.warning(f"composer audit: {file}:{number}: {problem}; skipped")
+    return line

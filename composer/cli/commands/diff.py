@@ -1,0 +1,108 @@
+"""``composer diff``: what differs between two effective manifests, value by value: two
+environments of a folder, one environment of two folders or files, or of two git revisions."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from composer.cli.exit_codes import FAILURE, SUCCESS, TROUBLE, USAGE
+from composer.cli.options import MANIFEST_HELP, add_no_interpolate, manifest_from
+
+if TYPE_CHECKING:
+    from composer.cli.output import Output
+    from composer.manifest import Manifest
+
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
+
+DESCRIPTION = (
+    "Compare two effective manifests and list every value that differs: `~` changed, "
+    "`+` only in the second, `-` only in the first, each with the file:line:col that "
+    "set it on either side; a provider only on one side is one line, a change of "
+    "provider order another. Three forms: MANIFEST --env A --env B (two environments "
+    "of one folder); OLD NEW [--env ENV] (one environment of two folders or files); "
+    "MANIFEST --rev A..B [--env ENV] (one environment at two git revisions; --rev A "
+    "compares A with the working tree). Exit 0, or with --exit-code 1 when they differ; "
+    "a side that does not load exits 1 (2 with --exit-code)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("manifest", metavar="MANIFEST", nargs="?", help=MANIFEST_HELP)
+    parser.add_argument("other", metavar="NEW", nargs="?", help="the second folder or file")
+    parser.add_argument(
+        "--env", action="append", help="one environment, or two to compare: --env A --env B"
+    )
+    parser.add_argument("--rev", help="git revisions: A..B, A.. (A against HEAD), or A")
+    parser.add_argument(
+        "--exit-code", action="store_true", help="exit 1 when there are differences"
+    )
+    add_no_interpolate(parser)
+
+
+def run(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.revisions import checkout, split_range
+    from composer.errors import SettingsError
+
+    envs: list[str] = args.env or []
+    if args.other is None and args.rev is None:
+        if len(envs) != 2:
+            output.error("composer diff: give exactly two environments: --env A --env B")
+            return USAGE
+        first, second = (manifest_from(args, output, env) for env in envs)
+        return _print_diff(args, output, f"{envs[0]} -> {envs[1]}", first, second)
+    if len(envs) > 1:
+        output.error("composer diff: two folders or revisions compare one environment: --env ENV")
+        return USAGE
+    if args.other is not None and args.rev is not None:
+        output.error("composer diff: give NEW or --rev, not both")
+        return USAGE
+    if args.manifest is None:
+        output.error("composer diff: give MANIFEST")
+        return USAGE
+    env = envs[0] if envs else None
+    try:
+        old, new = split_range(args.rev) if args.rev is not None else (None, None)
+        with (
+            checkout(args.manifest, old) as before,
+            checkout(args.other or args.manifest, new) as after,
+        ):
+            title = (
+                f"{old} -> {new or 'working tree'}"
+                if args.rev
+                else f"{args.manifest} -> {args.other}"
+            )
+            first = manifest_from(args, output, env, path=before.path, shown=before.shown)
+            second = manifest_from(args, output, env, path=after.path, shown=after.shown)
+            shown = (before.shown, after.shown)
+            return _print_diff(
+                args, output, title + (f" (env {env})" if env else ""), first, second, shown
+            )
+    except SettingsError as e:
+        output.error(f"composer diff: {e}")
+        return TROUBLE if args.exit_code else FAILURE
+
+
+def _print_diff(
+    args: argparse.Namespace,
+    output: Output,
+    title: str,
+    first: Manifest | None,
+    second: Manifest | None,
+    shown: Sequence[Callable[[str], str]] = (),
+) -> int:
+    """Print the differences; the exit code (``--exit-code``: 1 when any, 2 when a side failed)."""
+    from composer.cli.explain import diff_manifests
+
+    if first is None or second is None:
+        return TROUBLE if args.exit_code else FAILURE
+    changes = diff_manifests(first, second)
+    noun = "difference" if len(changes) == 1 else "differences"
+    output.print(f"# {title}: {len(changes)} {noun}")
+    for change in changes:
+        line = change.describe()
+        for relabel in shown:  # a revision's export shown as REV:folder/
+            line = relabel(line)
+        output.print(line)
+    return FAILURE if args.exit_code and changes else SUCCESS

@@ -1,0 +1,91 @@
+"""``composer preview``: run one real turn and show what the model would see, per provider
+(``composer.cli.preview`` runs it, ``composer.cli.tables`` prints it)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from composer.cli.exit_codes import FAILURE, SUCCESS
+from composer.cli.options import add_manifest_arguments, manifest_from
+
+if TYPE_CHECKING:
+    from composer.cli.output import Output
+
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
+
+DESCRIPTION = (
+    "Load MANIFEST, build its registry and run one real gather for INSTRUCTION, as the "
+    "runtime would before a model turn. Prints one row per declared provider (outcome, "
+    "tokens, milliseconds), the budget used, and the exact folded text the model would "
+    "see: system text + injected blocks + guidance. Provider failures are contained "
+    "(exit 0) unless --strict. The http provider makes real requests."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_manifest_arguments(parser)
+    parser.add_argument("--instruction", required=True, help="the user turn to preview")
+    system = parser.add_mutually_exclusive_group()
+    system.add_argument(
+        "--system",
+        help="the branch's system text (default: a stand-in, so that providers are called)",
+    )
+    system.add_argument(
+        "--no-system",
+        action="store_true",
+        help="preview a branch without system text (ADR-0008: no provider is called)",
+    )
+    parser.add_argument("--branch-name", help="the branch name templates see as branch.name")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when any provider failed")
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="preview again on every change of the manifest, the files it extends, .env or "
+        "the secrets folder; a broken edit shows its errors instead (Ctrl-C stops)",
+    )
+
+
+def run(args: argparse.Namespace, output: Output) -> int:
+    if getattr(args, "watch", False):
+        from composer.cli.watch import watch_preview
+
+        return watch_preview(args, output, run)
+    from composer.cli.logs import log_records_to
+    from composer.cli.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
+    from composer.cli.progress import progress_factory
+    from composer.cli.tables import print_preview
+    from composer.cli.terminate import run as run_until_done
+    from composer.errors import ComposerError
+
+    manifest = manifest_from(args, output)
+    if manifest is None:
+        return FAILURE
+    system = None if args.no_system else args.system if args.system is not None else DEFAULT_SYSTEM
+    shown = str(manifest.path or args.manifest)
+    try:
+        with log_records_to(output, manifest.redact):
+            preview = run_until_done(
+                run_preview(
+                    manifest,
+                    args.instruction,
+                    system=system,
+                    branch_name=args.branch_name,
+                    progress=progress_factory(output),
+                )
+            )
+    except ComposerError as e:
+        output.error(manifest.redact(f"composer: {e}"))
+        return FAILURE
+    preview.default_system = system == DEFAULT_SYSTEM and args.system is None
+    if args.json:
+        document = PreviewDocument.of(preview, manifest=shown, env=args.env, redact=manifest.redact)
+        # through json, not pydantic: a lone surrogate (bytes that are not UTF-8 in a file name
+        # or an argument) becomes a \udcXX escape instead of a serialisation error
+        data = document.model_dump(mode="json")
+        output.json(json.dumps(data, indent=2, ensure_ascii=not output.utf8))
+    else:
+        print_preview(preview, shown, args.env, output, manifest.redact)
+    return FAILURE if args.strict and preview.report.failed else SUCCESS

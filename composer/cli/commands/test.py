@@ -1,0 +1,80 @@
+"""``composer test``: run the expected turns of a test file and say which do not hold
+(``composer.cli.expectations`` reads and runs them)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from composer.cli.exit_codes import FAILURE, SUCCESS
+
+if TYPE_CHECKING:
+    from composer.cli.expectations import Failure
+    from composer.cli.output import Output
+
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
+
+DESCRIPTION = (
+    "Run each turn of TESTS (a YAML file kept next to the manifests: environment, "
+    "instruction, optional system text and branch) against its manifest and check "
+    "what it expects: per provider an outcome, fired, skipped, failed or a bound on "
+    "tokens; strings or patterns in the folded text; the budget used. A provider given "
+    "a recorded response in the file answers with it instead of doing its work. "
+    "Variables come from the file only. Exit 0 when every expectation holds, 1 when "
+    "one does not or a turn cannot run."
+)
+
+_TEXT_LINES = 20
+"""Lines of the folded text shown under a failed text expectation."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("tests", metavar="TESTS", help="the test file (e.g. configs/tests.yaml)")
+    parser.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+
+
+def run(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.expectations import junit_xml, load_tests, run_tests
+    from composer.cli.logs import log_records_to
+    from composer.errors import ManifestError
+    from composer.manifest import redact
+
+    try:
+        tests = load_tests(args.tests)
+    except ManifestError as e:
+        for error in e.errors:
+            output.error(f"{error.location}: {error.message}")
+        return FAILURE
+    _warn(output, tests.warnings)
+    count = len(tests.model.tests)
+    output.print(f"{args.tests}: {count} test{'s' if count != 1 else ''}")
+    given = list(tests.model.variables.values())
+    with log_records_to(output, lambda text: redact(text, given)):
+        results = run_tests(tests)
+    for result in results:
+        env = f" (env {result.env})" if result.env else ""
+        output.print(f"{'ok  ' if result.passed else 'FAIL'}  {result.name}{env}")
+        _warn(output, result.warnings)
+        for failure in result.errors + result.failures:
+            output.print(f"      {failure.where}: {failure.message}")
+        if any(f.message.startswith("text:") for f in result.failures) and result.text:
+            output.print("      the folded text was:")
+            for line in result.text.splitlines()[:_TEXT_LINES]:
+                output.print(f"      | {line}")
+            if len(result.text.splitlines()) > _TEXT_LINES:
+                output.print("      | ...")
+    passed = sum(1 for result in results if result.passed)
+    summary = f"{passed} passed"
+    if passed < len(results):
+        summary += f", {len(results) - passed} failed"
+    output.print(summary)
+    if args.junit:
+        with open(args.junit, "wb") as handle:
+            handle.write(junit_xml(args.tests, results))
+    return SUCCESS if passed == len(results) else FAILURE
+
+
+def _warn(output: Output, warnings: list[Failure]) -> None:
+    """Located warnings on stderr, as ``validate`` prints them."""
+    for warning in warnings:
+        output.warning(f"{warning.where}: warning: {warning.message}")

@@ -1,0 +1,122 @@
+"""Where a command writes, and how the process's own streams are kept writable.
+
+Everything printed goes through ``Output``, which escapes control characters (``printable``):
+names come from files other people write, and must not drive the operator's terminal or forge
+log lines. Colour only on a terminal and never with ``NO_COLOR`` set. Only the standard library
+is imported here, so ``--help`` and ``--version`` stay light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from typing import TextIO
+
+__all__ = [
+    "Output",
+    "detach_stdout",
+    "escape_what_cannot_be_encoded",
+    "printable",
+    "say",
+    "wants_colour",
+]
+
+
+def printable(text: str, *, keep: str = "", json: bool = False) -> str:
+    """``composer.manifest.yamlnodes.printable``, imported when first needed."""
+    from composer.manifest.yamlnodes import printable as escape
+
+    return escape(text, keep=keep, json=json)
+
+
+class Output:
+    """Where a command writes: results to ``out``, diagnostics to ``err``; rich colour on a TTY.
+
+    ``print``, ``error`` and ``warning`` write one line each: a newline or any other control
+    character in ``text`` is escaped, so a name cannot start a line of its own. ``block`` keeps
+    the newlines and tabs of a multi-line text, ``json`` writes a JSON document.
+    """
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else sys.stderr
+        self._colour = wants_colour(self.err)
+
+    def print(self, text: str) -> None:
+        print(printable(text), file=self.out)
+
+    def block(self, text: str) -> None:
+        """Several lines as they are, but for control characters other than newline and tab."""
+        print(printable(text, keep="\n\t"), file=self.out)
+
+    def json(self, text: str) -> None:
+        """A JSON document; characters its encoder leaves raw (DEL, C1, bidi) as ``\\u`` escapes."""
+        print(printable(text, keep="\n", json=True), file=self.out)
+
+    @property
+    def utf8(self) -> bool:
+        """Whether results are written as UTF-8 (else JSON is kept to ASCII with escapes)."""
+        encoding = getattr(self.out, "encoding", None) or "utf-8"
+        return encoding.lower().replace("-", "").replace("_", "") == "utf8"
+
+    @property
+    def colour(self) -> bool:
+        """Whether results may use colour and box tables (stdout is a terminal, no NO_COLOR)."""
+        return wants_colour(self.out)
+
+    @property
+    def interactive(self) -> bool:
+        """Whether progress may be drawn on stderr."""
+        return self._colour
+
+    def error(self, text: str) -> None:
+        self._diagnostic(text, "red")
+
+    def warning(self, text: str) -> None:
+        self._diagnostic(text, "yellow")
+
+    def _diagnostic(self, text: str, style: str) -> None:
+        text = printable(text)
+        if self._colour:
+            try:
+                from rich.console import Console  # only paid for on a terminal
+                from rich.text import Text
+            except ImportError:
+                pass
+            else:
+                console = Console(file=self.err, highlight=False, soft_wrap=True, emoji=False)
+                console.print(Text(text, style=style))
+                return
+        print(text, file=self.err)
+
+
+def wants_colour(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal and ``NO_COLOR`` is not set."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def escape_what_cannot_be_encoded() -> None:
+    """Let stdout and stderr write any text: what their encoding (ascii, latin-1, a lone
+    surrogate from bytes that are not UTF-8) cannot represent becomes a backslash escape."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            with contextlib.suppress(ValueError):  # a closed stream
+                stream.reconfigure(errors="backslashreplace")
+
+
+def detach_stdout() -> None:
+    """Point stdout at devnull, so the interpreter's final flush does not fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def say(text: str) -> None:
+    """One line ``composer: text`` on stderr, if there is a stderr to write to."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(f"composer: {text}", file=sys.stderr, flush=True)
