@@ -34,6 +34,10 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
+    "init": Command(
+        "composer.cli.commands.init",
+        "write a team's first manifests, corpus, memory seed and tests into a folder",
+    ),
     "validate": Command(
         "composer.cli.commands.validate", "check a manifest; every error located as file:line:col"
     ),

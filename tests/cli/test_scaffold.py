@@ -30,10 +30,19 @@ def offline(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_scaffold_validates_previews_offline_and_passes_its_tests(tmp_path: Path) -> None:
+def test_init_writes_what_validates_previews_offline_and_passes_its_tests(tmp_path: Path) -> None:
     folder = tmp_path / "team"
-    written = scaffold(folder, team="payments")
-    assert [p.relative_to(folder).as_posix() for p in written] == list(FILES)
+    made = offline(tmp_path, "init", str(folder), "--team", "payments")
+    assert made.returncode == 0, made.stderr
+    written = [line.removeprefix("wrote ") for line in made.stdout.splitlines()[:-1]]
+    names = [Path(p).relative_to(folder).as_posix() for p in written]
+    assert names == [
+        *FILES,
+        "manifest.schema.json",
+        "manifest.overlay.schema.json",
+        "tests.schema.json",
+    ]
+    assert made.stdout.splitlines()[-1].startswith("next: composer validate")
     validated = offline(tmp_path, "validate", str(folder), "--all-envs")
     assert validated.returncode == 0, validated.stderr
     previewed = offline(
@@ -46,6 +55,16 @@ def test_the_scaffold_validates_previews_offline_and_passes_its_tests(tmp_path: 
     assert "House rules for payments:" in preview
     assert "disk-full.md" in preview
     assert "Docker images were never pruned" in preview
+
+
+def test_init_into_a_folder_with_those_files_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "tests.yaml").write_text("mine\n")
+    refused = offline(tmp_path, "init", str(tmp_path))
+    assert refused.returncode == 1
+    assert "exist already" in refused.stderr
+    assert "--force" in refused.stderr
+    assert (tmp_path / "tests.yaml").read_text() == "mine\n"
+    assert not (tmp_path / "base.yaml").exists()
 
 
 def test_the_scaffold_never_overwrites_a_file(tmp_path: Path) -> None:
