@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # imported when the command runs: --help stays light
     from composer.cli.preview import Preview
     from composer.observe.record import AuditLine, AuditProvider, AuditText
 
-__all__ = ["describe_changes", "find_turn", "preview_of"]
+__all__ = ["describe_changes", "find_turn", "list_line", "newest_turns", "preview_of"]
 
 
 def find_turn(path: Path, turn: str | None) -> tuple[AuditLine, list[tuple[int, str]]]:
@@ -46,6 +46,62 @@ def find_turn(path: Path, turn: str | None) -> tuple[AuditLine, list[tuple[int, 
     if not found:
         raise LookupError(f"no turn {turn}")
     raise LookupError(f"{len(found)} turns start with {turn}; give more of the id")
+
+
+def newest_turns(path: Path, limit: int) -> tuple[list[AuditLine], int, list[tuple[int, str]]]:
+    """The last ``limit`` turns of ``path``, newest first; how many it holds; the lines that
+    were not audit lines. Only ``limit`` lines are kept while reading."""
+    from collections import deque
+
+    from composer.observe.record import read_lines
+
+    kept: deque[AuditLine] = deque(maxlen=limit)
+    skipped: list[tuple[int, str]] = []
+    total = 0
+    for number, line in read_lines(path):
+        if isinstance(line, str):
+            skipped.append((number, line))
+            continue
+        total += 1
+        kept.append(line)
+    return list(reversed(kept)), total, skipped
+
+
+_MARKS = {
+    "fired": "+",
+    "cached": "c",
+    "empty": ".",
+    "guarded": "w",
+    "over_max_tokens": "m",
+    "over_budget": "b",
+    "failed": "F",
+    "timeout": "T",
+    "not_called": "-",
+    "disabled": "d",
+}
+"""One character per provider outcome, for the strip in ``composer audit list``."""
+
+
+def list_line(line: AuditLine, words: int = 8) -> str:
+    """One turn on one line: time, turn id, branch, principal, the instruction's first words
+    (when the log kept it), tokens of budget, and a strip of its providers' outcomes."""
+    instruction = line.instruction
+    if instruction is None:
+        said = "-"
+    elif instruction.text is not None:
+        parts = instruction.text.split()
+        said = " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
+        said = f'"{said}"'
+    else:
+        said = f"(sha256 {instruction.sha256[:12]}, {instruction.chars} chars)"
+    strip = "".join(_MARKS.get(p.outcome, "?") for p in line.providers)
+    budget = "-" if line.budget is None else str(line.budget)
+    branch = line.branch.id + (f" ({line.branch.name})" if line.branch.name else "")
+    principal = line.branch.principal or "-"
+    return (
+        f"{line.time[:19]}  {line.turn_id or '-'}  {branch}  {principal}  "
+        f"{line.tokens_used}/{budget}  [{strip}]  {said}"
+    )
 
 
 def _shown(text: AuditText | None, what: str) -> str:

@@ -71,7 +71,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "audit": Command(
         "composer.cli.commands.audit",
-        "show a turn of an audit log, or what changed between two turns",
+        "list the turns of an audit log, show one, or what changed between two",
     ),
 }
 """The commands, in ``--help`` order; a new one is a module of ``composer.cli.commands``

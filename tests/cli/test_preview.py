@@ -721,3 +721,24 @@ def test_names_and_errors_are_not_rich_markup(
     text = strip_ansi(shown)
     assert "[/x] odd" in text
     assert "[bold]plain" in text
+
+
+def test_metadata_and_branch_give_the_branch_templates_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A namespace-per-team manifest can be previewed as a team."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "version: 1\nproviders:\n"
+        "  - {name: t, type: static, text: 'Team {{ branch.metadata.team }} of {{ branch.name }}'}\n"
+    )
+    args = ["preview", str(path), "--instruction", "x"]
+    assert main([*args, "--metadata", "team=a", "--branch", '{"name": "pay"}']) == 0
+    assert "Team a of pay" in capsys.readouterr().out
+    branch = '{"name": "pay", "metadata": {"team": "b"}}'
+    assert main([*args, "--branch", branch, "--branch-name", "ops"]) == 0
+    assert "Team b of ops" in capsys.readouterr().out
+    assert main([*args, "--metadata", "team"]) == 2
+    assert "is not KEY=VALUE" in capsys.readouterr().err
+    assert main([*args, "--branch", "[1]"]) == 2
+    assert '"name" and "metadata"' in capsys.readouterr().err

@@ -1,5 +1,6 @@
-"""``composer audit show|diff``: a turn of an audit log as ``preview`` prints it, or what
-changed between two turns (``composer.cli.audit`` reads the log)."""
+"""``composer audit list|show|diff``: the turns of an audit log one line each, a turn as
+``preview`` prints it, or what changed between two turns (``composer.cli.audit`` reads the
+log)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from composer.cli.exit_codes import FAILURE, SUCCESS
+from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -24,6 +25,22 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(metavar="ACTION", required=True)
+    listing = actions.add_parser(
+        "list",
+        help="one line per turn, newest first",
+        description=(
+            "List the turns of FILE, newest first, one line each: time (UTC), turn id, "
+            "branch id (and name), principal, tokens used of the budget, one character per "
+            "provider's outcome (+ fired, c cached, . empty, w guarded, m over max_tokens, "
+            "b over budget, F failed, T timeout, - not called), and the instruction's first "
+            "words when the log kept text."
+        ),
+    )
+    listing.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
+    listing.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="the newest N turns (20)"
+    )
+    listing.set_defaults(action=_list)
     show = actions.add_parser(
         "show",
         help="print a turn as `composer preview` would",
@@ -57,6 +74,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, output: Output) -> int:
     action: Callable[[argparse.Namespace, Output], int] = args.action
     return action(args, output)
+
+
+def _list(args: argparse.Namespace, output: Output) -> int:
+    from composer.cli.audit import list_line, newest_turns
+
+    if args.limit < 1:
+        output.error("composer audit list: --limit must be at least 1")
+        return USAGE
+    try:
+        lines, total, skipped = newest_turns(Path(args.file), args.limit)
+    except OSError as e:
+        output.error(f"composer audit: {args.file}: {e.strerror or e}")
+        return FAILURE
+    for number, problem in skipped:
+        output.warning(f"composer audit: {args.file}:{number}: {problem}; skipped")
+    for line in lines:
+        output.print(list_line(line))
+    shown = f"the newest {len(lines)} of " if len(lines) < total else ""
+    output.print(f"# {shown}{total} {'turn' if total == 1 else 'turns'}")
+    return SUCCESS
 
 
 def _show(args: argparse.Namespace, output: Output) -> int:

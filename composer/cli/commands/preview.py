@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from composer.cli.exit_codes import FAILURE, SUCCESS
+from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_manifest_arguments, manifest_from
 
 if TYPE_CHECKING:
@@ -38,6 +38,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="preview a branch without system text (ADR-0008: no provider is called)",
     )
     parser.add_argument("--branch-name", help="the branch name templates see as branch.name")
+    parser.add_argument(
+        "--metadata",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a branch.metadata value templates see (repeatable; VALUE is text)",
+    )
+    parser.add_argument(
+        "--branch",
+        metavar="JSON",
+        help='the branch as JSON, e.g. \'{"name": "payments", "metadata": {"team": "a"}}\' '
+        "(--branch-name and --metadata win over it)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any provider failed")
     parser.add_argument(
@@ -60,6 +73,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.terminate import run as run_until_done
     from composer.errors import ComposerError
 
+    branch = _branch_of(args, output)
+    if branch is None:
+        return USAGE
     manifest = manifest_from(args, output)
     if manifest is None:
         return FAILURE
@@ -72,7 +88,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
                     manifest,
                     args.instruction,
                     system=system,
-                    branch_name=args.branch_name,
+                    branch_name=branch[0],
+                    branch_metadata=branch[1],
                     progress=progress_factory(output),
                 )
             )
@@ -89,3 +106,35 @@ def run(args: argparse.Namespace, output: Output) -> int:
     else:
         print_preview(preview, shown, args.env, output, manifest.redact)
     return FAILURE if args.strict and preview.report.failed else SUCCESS
+
+
+def _branch_of(
+    args: argparse.Namespace, output: Output
+) -> tuple[str | None, dict[str, object]] | None:
+    """The branch's name and metadata from ``--branch``, ``--branch-name`` and ``--metadata``;
+    None (after saying why) when one is malformed."""
+    name: str | None = None
+    metadata: dict[str, object] = {}
+    if getattr(args, "branch", None):
+        try:
+            given = json.loads(args.branch)
+        except ValueError as e:
+            output.error(f"composer preview: --branch is not JSON: {e}")
+            return None
+        if not isinstance(given, dict) or not set(given) <= {"name", "metadata"}:
+            output.error('composer preview: --branch is an object of "name" and "metadata"')
+            return None
+        name = given.get("name")
+        metadata = given.get("metadata") or {}
+        if not (name is None or isinstance(name, str)) or not isinstance(metadata, dict):
+            output.error("composer preview: --branch name is text, metadata an object")
+            return None
+    for pair in getattr(args, "metadata", None) or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            output.error(f"composer preview: --metadata {pair!r} is not KEY=VALUE")
+            return None
+        metadata[key] = value
+    if getattr(args, "branch_name", None) is not None:
+        name = args.branch_name
+    return name, metadata
