@@ -26,7 +26,7 @@ import importlib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from composer.errors import ProviderError, StoreError, TemplateError
 from composer.hooks import (
@@ -111,17 +111,20 @@ _DEPRECATED = {
 ``DeprecationWarning``, for one release; they will then be removed."""
 
 
-def __getattr__(name: str) -> Any:
-    home = _DEPRECATED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"composer.plugin.{name} is deprecated and will be removed: it is not part of the "
-        f"provider contract (import it from {home} if you need it)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(home), name)
+if not TYPE_CHECKING:
+    # Hidden from type checkers: they flag a deprecated name, Python still resolves it.
+
+    def __getattr__(name: str) -> Any:
+        home = _DEPRECATED.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        warnings.warn(
+            f"composer.plugin.{name} is deprecated and will be removed: it is not part of the "
+            f"provider contract (import it from {home} if you need it)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)
 
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from composer.observe.history import report_history
 
@@ -29,15 +29,18 @@ __all__ = ["report_history"]
 _MOVED = {"ManifestWatcher": "composer.reload", "WatchedRegistry": "composer.reload"}
 
 
-def __getattr__(name: str) -> Any:
-    """The watcher's old address, for one release: it moved to ``composer.reload``. Imported
-    by name, not by an import statement: this package is below the engine, the watcher above."""
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"composer.observe.{name} moved to {home}.{name} (or composer.{name})",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(home), name)
+if not TYPE_CHECKING:
+    # Hidden from type checkers: they flag the old address, Python still resolves it.
+
+    def __getattr__(name: str) -> Any:
+        """The watcher's old address, for one release: it moved to ``composer.reload``. Imported
+        by name, not by an import statement: this package is below the engine, the watcher above."""
+        home = _MOVED.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        warnings.warn(
+            f"composer.observe.{name} moved to {home}.{name} (or composer.{name})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)

@@ -115,7 +115,7 @@ def test_no_builtin_type_redefines_a_name_of_the_contract() -> None:
                 names = [t.id for t in node.targets if isinstance(t, ast.Name)]
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 names = [node.target.id]
-            defined.update({name: path.name for name in names})
+            defined.update(dict.fromkeys(names, path.name))
     assert {n: f for n, f in defined.items() if n in composer.plugin.__all__} == {}
 
 
@@ -470,12 +470,18 @@ async def test_async_with_a_loaded_manifest_closes_its_shared_state(tmp_path: Pa
             closed.append("pool")
 
     path = write(tmp_path / "m.yaml", "version: 1\nproviders: [{name: s, type: static, text: T}]\n")
-    with pytest.raises(RuntimeError, match="inside"):
+    loaded: list[composer.Manifest] = []
+
+    async def use_then_fail() -> None:
         async with composer.load_manifest(path) as manifest:
+            loaded.append(manifest)
             BuildContext(manifest).shared("pool", Pool)
             branch = Branch("s")
             composer.attach(branch, manifest)
             assert (await prepare_turn(branch, "x")).guidance == "sT"
             raise RuntimeError("inside")  # closed on the way out of an error too
+
+    with pytest.raises(RuntimeError, match="inside"):
+        await use_then_fail()
     assert closed == ["pool"]
-    assert manifest.shared == {}
+    assert loaded[0].shared == {}
