@@ -462,8 +462,7 @@ def _observer_of(context: BuildContext) -> TurnObserver | None:
         return None
     from composer.observe.observer import TurnObserver
 
-    observer: TurnObserver = context.shared("observe", lambda: TurnObserver(context.manifest))
-    return observer
+    return context.shared("observe", lambda: TurnObserver(context.manifest))
 
 
 def _scope_of(config: ProviderConfig, context: BuildContext) -> KeyScope | None:
@@ -471,10 +470,7 @@ def _scope_of(config: ProviderConfig, context: BuildContext) -> KeyScope | None:
     if config.cache is None:
         return None
     manifest = context.manifest
-    scope: KeyScope = context.shared(
-        f"cache-scope:{config.name}", lambda: key_scope(config, manifest.path)
-    )
-    return scope
+    return context.shared(f"cache-scope:{config.name}", lambda: key_scope(config, manifest.path))
 
 
 def _cache_of(config: ProviderConfig, context: BuildContext) -> ContextCache | None:
@@ -498,8 +494,7 @@ def _cache_of(config: ProviderConfig, context: BuildContext) -> ContextCache | N
         )
     else:
         make = functools.partial(InProcessCache, config.cache.max_entries)
-    cache: ContextCache = context.shared(f"cache:{config.name}", make)
-    return cache
+    return context.shared(f"cache:{config.name}", make)
 
 
 def attach(

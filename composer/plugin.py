@@ -12,12 +12,15 @@ What every provider shares is the engine's (``composer.build``), applied around 
 factory returns, whatever class it derives from: ``enabled`` and ``when`` today, and each
 option added later to every provider (``timeout_s``, ``cache``, ``wrap``). A provider only
 produces its text. It may also declare the optional hooks of ``composer.hooks``:
-``writeback`` (ADR D7), ``warm_up``, ``aclose``, ``cache_key`` and ``constant_text``; the
-engine looks for them once per provider class, when it wraps the provider.
+``writeback`` (ADR D7), ``warm_up``, ``aclose``, ``cache_key``, ``display_query`` and
+``constant_text``; the engine looks for them once per provider class, when it wraps the
+provider, and refuses a class whose ``writeback``, ``warm_up`` or ``aclose`` is not
+``async def`` (a ``PluginError`` naming it). What its spans are is the type's to say
+(``ProviderType.operation``), never guessed from its name.
 
 ``Provider`` is an optional base class: it keeps the config and name and hands ``produce`` the
 turn's template context. The built-in types (``builtin_providers``) import nothing of composer
-but this module.
+but this module, and ``__all__`` is the whole contract (a test holds it).
 """
 
 from __future__ import annotations

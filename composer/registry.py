@@ -188,7 +188,7 @@ class ContextProviderRegistry:
             if not text:
                 guarded = notes and notes.get(id(entry.provider)) == "guarded"
                 outcome: Outcome = "guarded" if guarded else "empty"
-                outcomes[index] = ProviderOutcome(entry.name, outcome, duration_ms=ms)
+                outcomes[index] = ProviderOutcome(entry.name, outcome, None, ms)
                 continue
             tokens = count_tokens(text)
             if entry.max_tokens and tokens > entry.max_tokens:

@@ -184,8 +184,8 @@ def mcp_http_routes(service: ContextService, options: ServeOptions) -> tuple[lis
 
 
 async def run_stdio(service: ContextService, principal: Principal | None = None) -> None:
-    """Serve MCP on stdin/stdout, for ``principal``, until the client leaves; then close
-    every provider."""
+    """Serve MCP on stdin/stdout, for ``principal``, until the client leaves; then close the
+    service (a server owns the service it serves, as the HTTP app's lifespan does)."""
     server = mcp_server(service, principal=principal)
     warming = asyncio.create_task(service.run_background())
     try:
