@@ -529,5 +529,9 @@ def _factory(config: HttpConfig, context: BuildContext) -> HttpProvider:
 
 
 provider_type = ProviderType(
-    "http", HttpConfig, _factory, "A templated HTTP request per turn, bounded and confined."
+    "http",
+    HttpConfig,
+    _factory,
+    "A templated HTTP request per turn, bounded and confined.",
+    operation="retrieval",
 )

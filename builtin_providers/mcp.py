@@ -573,9 +573,7 @@ class McpProvider(Provider[McpConfig]):
 def _factory(config: McpConfig, context: BuildContext) -> McpProvider:
     server = config.server
     label = f"mcp {config.name!r}"
-    session: McpSession = context.shared(
-        f"mcp:{server.identity()}", lambda: McpSession(server, label)
-    )
+    session = context.shared(f"mcp:{server.identity()}", lambda: McpSession(server, label))
     return McpProvider(config, session)
 
 

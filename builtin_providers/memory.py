@@ -3,8 +3,9 @@
 ``source: branch`` reads ``branch.memory`` (ADR-0008 D6: a provider may use the branch's
 store; the registry knows nothing of it). ``{sqlite: path}``, ``{postgres: {dsn: ...}}`` and
 ``{jsonl: path}`` use one of composer's stores (``builtin_providers.stores``), shared by every
-registry built from the same manifest. With a LionAGI store the query and the written items
-are LionAGI's own ``MemoryQuery`` and ``MemoryItem``, imported only then.
+registry built from the same manifest (where: ``stores.config``). With a LionAGI store the
+query and the written items are LionAGI's own ``MemoryQuery`` and ``MemoryItem``, imported only
+then (``_lionagi_memory``).
 
 In composer's stores every item has a ``namespace``, rendered per turn from the manifest's
 ``namespace`` template, so that teams sharing a store never see each other's items;
@@ -18,10 +19,8 @@ content, so a retried writeback stores nothing twice.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -29,6 +28,7 @@ from pydantic import Field, field_validator, model_validator
 
 from builtin_providers._dsn import dsn_secrets
 from builtin_providers._fitting import MAX_BLOCK_CHARS, pack, wrap_reserve
+from builtin_providers._lionagi_memory import is_lionagi, lionagi_query, store_lionagi
 from builtin_providers.stores import (
     ItemStore,
     JsonlMemoryStore,
@@ -38,11 +38,17 @@ from builtin_providers.stores import (
     SqliteMemoryStore,
 )
 from builtin_providers.stores.base import Match, chunks, writeback_id
+from builtin_providers.stores.config import (
+    JsonlSource,
+    PostgresConnection,
+    PostgresSource,
+    Source,
+    SqliteSource,
+)
 from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
     CompiledTemplate,
-    ManifestPath,
     Problem,
     Provider,
     ProviderConfig,
@@ -85,61 +91,6 @@ _ITEM = TemplateShape.record(
 _ItemTemplate = Annotated[
     str, template_check(shapes={"item": _ITEM, "index": TemplateShape.of(int)})
 ]
-
-
-class JsonlSource(StrictModel):
-    """A JSONL memory file, relative to the manifest that names it."""
-
-    jsonl: ManifestPath = Field(
-        description="One JSON object per line: content, tags, metadata, id."
-    )
-
-
-_SEED = "A JSONL file imported on first use and again when it changes (ids already there stay)."
-_SHARED = "Several teams or tenants use this store: `namespace` is then required."
-
-
-class SqliteSource(StrictModel):
-    """A SQLite database file, relative to the manifest: several processes, one machine."""
-
-    sqlite: ManifestPath = Field(
-        description="The database file; created, with its schema, on first use."
-    )
-    seed: ManifestPath | None = Field(default=None, description=_SEED)
-    shared: bool = Field(default=False, description=_SHARED)
-
-
-class PostgresConnection(StrictModel):
-    """Where the PostgreSQL store lives."""
-
-    dsn: str = Field(
-        min_length=1,
-        description="libpq URL or key=value string; give the password through ${VAR}.",
-    )
-    db_schema: str = Field(
-        default="composer",
-        alias="schema",
-        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
-        description="The schema holding the tables; created or migrated on first use.",
-    )
-    pool_size: int = Field(default=4, ge=1, le=100, description="Connections kept per process.")
-    connect_timeout_s: float = Field(
-        default=5.0,
-        gt=0,
-        le=60,
-        description="Longest wait for a connection; past it the turn's provider fails.",
-    )
-
-
-class PostgresSource(StrictModel):
-    """A PostgreSQL database: agents on many machines share it."""
-
-    postgres: PostgresConnection = Field(description="The connection (needs the postgres extra).")
-    seed: ManifestPath | None = Field(default=None, description=_SEED)
-    shared: bool = Field(default=False, description=_SHARED)
-
-
-Source = Literal["branch"] | JsonlSource | SqliteSource | PostgresSource
 
 
 class MemoryQueryConfig(StrictModel):
@@ -327,14 +278,6 @@ class MemoryConfig(ProviderConfig):
         return self
 
 
-def _is_lionagi(store: Any) -> bool:
-    return type(store).__module__.split(".", 1)[0] == "lionagi"
-
-
-def _lionagi_memory() -> Any:
-    return importlib.import_module("lionagi.protocols.memory")
-
-
 def _field(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
 
@@ -419,9 +362,8 @@ class MemoryProvider(Provider[MemoryConfig]):
     def _query(self, store: Any, context: dict[str, Any]) -> Any:
         text, tags, filters = self._rendered(context)
         limit = self.config.query.limit
-        if _is_lionagi(store):
-            query_class = _lionagi_memory().MemoryQuery
-            return query_class(text=text, tags=tags, filters=filters, limit=limit)
+        if is_lionagi(store):
+            return lionagi_query(text, tags, filters, limit)
         return MemoryQuery(
             text=text,
             tags=tags,
@@ -500,8 +442,9 @@ class WritebackMemoryProvider(MemoryProvider):
         else:
             keyed = _keyed(action_responses, branch_id, turn)
         contents, ids, bad = keyed
-        if _is_lionagi(store):
-            stored = await self._store_lionagi(store, contents, ids, settings, metadata, bad)
+        if is_lionagi(store):
+            stored, failures = await store_lionagi(store, contents, ids, settings.tags, metadata)
+            bad.extend(f"item {item_id} ({_why(e)})" for item_id, e in failures)
         else:
             namespace = self.namespace(self.context(branch, ""))
             expires = None if settings.ttl_s is None else time.time() + settings.ttl_s
@@ -551,32 +494,6 @@ class WritebackMemoryProvider(MemoryProvider):
                 bad.append(f"item {item.id} ({_why(e)})")
         return stored
 
-    async def _store_lionagi(
-        self,
-        store: Any,
-        contents: list[Any],
-        ids: list[str],
-        settings: WritebackConfig,
-        metadata: dict[str, Any],
-        bad: list[str],
-    ) -> int:
-        make = _lionagi_memory().MemoryItem
-        stored = 0
-        for content, item_id in zip(contents, ids, strict=True):
-            try:
-                if await store.retrieve(uuid.UUID(item_id)) is None:
-                    item = make(
-                        content=content,
-                        tags=list(settings.tags),
-                        metadata=dict(metadata),
-                        id=uuid.UUID(item_id),
-                    )
-                    await store.store(item)
-                    stored += 1
-            except Exception as e:
-                bad.append(f"item {item_id} ({_why(e)})")
-        return stored
-
 
 _ON_THE_LOOP = 64
 """Action responses keyed on the event loop; more are keyed in a worker thread."""
@@ -615,15 +532,15 @@ def _store(source: Source, context: BuildContext) -> ItemStore | None:
     """The configured store, one per place per loaded manifest (closed with the manifest)."""
     if isinstance(source, JsonlSource):
         path = source.jsonl
-        return context.shared(f"memory:jsonl:{path}", lambda: JsonlMemoryStore(path))  # type: ignore[no-any-return]
+        return context.shared(f"memory:jsonl:{path}", lambda: JsonlMemoryStore(path))
     if isinstance(source, SqliteSource):
         sqlite, seed = source.sqlite, source.seed
-        return context.shared(  # type: ignore[no-any-return]
+        return context.shared(
             f"memory:sqlite:{sqlite}", lambda: SqliteMemoryStore(sqlite, seed=seed)
         )
     if isinstance(source, PostgresSource):
         pg, seed = source.postgres, source.seed
-        return context.shared(  # type: ignore[no-any-return]
+        return context.shared(
             f"memory:postgres:{pg.dsn}\x1f{pg.db_schema}",
             lambda: PostgresMemoryStore(
                 pg.dsn,
@@ -648,4 +565,5 @@ provider_type = ProviderType(
     MemoryConfig,
     _factory,
     "Items from a memory store (SQLite, PostgreSQL, a JSONL file, or the branch's own).",
+    operation="search_memory",
 )

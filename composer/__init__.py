@@ -12,13 +12,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from composer._version import __version__ as __version__
+
 if TYPE_CHECKING:
     from composer.build import attach, build_registry
     from composer.errors import ComposerError, ManifestError, ProviderError, TemplateError
     from composer.manifest import Manifest
     from composer.manifest.loader import load_manifest
-    from composer.observe.watcher import ManifestWatcher
     from composer.registry import ContextProvider, ContextProviderRegistry, ProviderReport
+    from composer.reload.watcher import ManifestWatcher
     from composer.tokens import count_tokens
     from composer.turn import Branch, Instruction, PreparedTurn, prepare_turn
 
@@ -42,7 +44,6 @@ __all__ = [
     "prepare_turn",
 ]
 
-__version__ = "0.1.0"
 
 _HOME = {
     "attach": "composer.build",
@@ -53,7 +54,7 @@ _HOME = {
     "TemplateError": "composer.errors",
     "Manifest": "composer.manifest",
     "load_manifest": "composer.manifest.loader",
-    "ManifestWatcher": "composer.observe.watcher",
+    "ManifestWatcher": "composer.reload.watcher",
     "ContextProvider": "composer.registry",
     "ContextProviderRegistry": "composer.registry",
     "ProviderReport": "composer.registry",

@@ -7,7 +7,7 @@ is not called and leaves no row (ADR D2), and its optional hooks (``composer.hoo
 looked up once, here. Every option beyond ADR-0008 (``timeout_s``, ``cache``, ``wrap`` per
 provider; the ``runtime`` section) is applied here too, and only when the manifest asks.
 ``ManifestRegistry`` is the ADR registry plus the providers' lifecycle (``warm_up``,
-``aclose``).
+``aclose``, ``async with``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 import logging
 from collections import deque
 from collections.abc import Callable
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from composer.caching import (
@@ -30,8 +31,8 @@ from composer.caching import (
     key_scope,
     read_values,
 )
-from composer.catalog import ProviderTypes
-from composer.errors import ProviderError
+from composer.catalog import ProviderTypes, catalog_of
+from composer.errors import PluginError, ProviderError
 from composer.hooks import (
     CacheKey,
     Closeable,
@@ -40,6 +41,7 @@ from composer.hooks import (
     Progress,
     WarmUp,
     Writeback,
+    require_coroutines,
 )
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
 from composer.outcomes import Turn, current_turn, note, note_degraded
@@ -93,6 +95,7 @@ class ManagedProvider:
     In order: the ``when`` guard (false: not called, no row), the cache (a fresh entry is
     served without a call), the provider's own ``timeout_s``, the protocol check of what it
     returned, then the ``wrap`` around its block. Each is off unless the manifest asks.
+    ``operation`` is its type's GenAI operation (``ProviderType.operation``), for its spans.
     """
 
     def __init__(
@@ -103,10 +106,12 @@ class ManagedProvider:
         cache: ContextCache | None = None,
         wrap: str | None = None,
         scope: KeyScope | None = None,
+        operation: str | None = None,
     ) -> None:
         self.provider = provider
         self.config = config
         self.name = config.name
+        self.operation = operation
         self.hooks = declared_hooks(type(provider))
         self.cache = cache if config.cache is not None else None
         self.scope = scope
@@ -278,10 +283,14 @@ def declared_hooks(cls: type) -> frozenset[type]:
     """The optional hooks (``composer.hooks``) that the provider class ``cls`` defines.
 
     Hooks are methods of the class, so this is answered once per class rather than once per
-    branch (a Protocol check is slow, and attach runs for every conversation).
+    branch (a Protocol check is slow, and attach runs for every conversation). A class whose
+    ``writeback``, ``warm_up`` or ``aclose`` is not ``async def`` is refused with a
+    ``PluginError`` naming it (a refusal is not cached: it is raised again each time).
     """
     hooks = (Writeback, WarmUp, Closeable, CacheKey, DisplayQuery, Constant)
-    return frozenset(hook for hook in hooks if issubclass(cls, hook))
+    found = frozenset(hook for hook in hooks if issubclass(cls, hook))
+    require_coroutines(cls, found)
+    return found
 
 
 def manage(
@@ -291,10 +300,11 @@ def manage(
     cache: ContextCache | None = None,
     wrap: str | None = None,
     scope: KeyScope | None = None,
+    operation: str | None = None,
 ) -> ManagedProvider:
     """``provider`` wrapped with what the engine owns; its hooks are looked up here."""
     cls = _ManagedWriteback if Writeback in declared_hooks(type(provider)) else ManagedProvider
-    return cls(provider, config, cache=cache, wrap=wrap, scope=scope)
+    return cls(provider, config, cache=cache, wrap=wrap, scope=scope, operation=operation)
 
 
 class ManifestRegistry(ContextProviderRegistry):
@@ -306,6 +316,10 @@ class ManifestRegistry(ContextProviderRegistry):
     the manifest's ``TurnObserver`` (``composer.observe``): the last reports are kept in
     ``history``, and the turn is written, traced and counted. Without them, ``gather`` is the
     ADR's, with one attribute test before it.
+
+    Use it as ``async with build_registry(manifest) as registry:`` (or call ``aclose``): it
+    closes the providers it built, never the manifest, whose shared state other registries
+    use (``async with manifest:`` closes that).
     """
 
     def __init__(
@@ -408,6 +422,17 @@ class ManifestRegistry(ContextProviderRegistry):
         if first is not None:
             raise first
 
+    async def __aenter__(self) -> ManifestRegistry:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
 
 def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) -> ManifestRegistry:
     """A new registry with the manifest's enabled providers, in declaration order.
@@ -417,22 +442,12 @@ def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) ->
     manifest. Types come from ``types``, else those that validated the manifest, else every
     installed type; entry points are never rescanned here.
     """
-    catalog = types if types is not None else manifest.types
+    catalog = types if types is not None else catalog_of(manifest)
     if catalog is None:
         catalog = ProviderTypes.installed()
     context = BuildContext(manifest)
+    managed = [_built(catalog, config, context) for config in manifest.providers if config.enabled]
     runtime = manifest.runtime
-    managed = [
-        manage(
-            catalog.get(config.type).factory(config, context),
-            config,
-            cache=_cache_of(config, context),
-            wrap=config.wrap or runtime.wrap,
-            scope=_scope_of(config, context),
-        )
-        for config in manifest.providers
-        if config.enabled
-    ]
     return ManifestRegistry(
         manifest.budget,
         managed,
@@ -444,6 +459,31 @@ def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) ->
     )
 
 
+def _built(
+    catalog: ProviderTypes, config: ProviderConfig, context: BuildContext
+) -> ManagedProvider:
+    """One provider entry built by its type and wrapped by the engine. A provider class the
+    engine refuses (``declared_hooks``) is a ``PluginError`` at the entry's line."""
+    ptype = catalog.get(config.type)
+    provider = ptype.factory(config, context)
+    try:
+        return manage(
+            provider,
+            config,
+            cache=_cache_of(config, context),
+            wrap=config.wrap or context.manifest.runtime.wrap,
+            scope=_scope_of(config, context),
+            operation=ptype.operation,
+        )
+    except PluginError as e:
+        origin = context.manifest.origin("providers", config.name)
+        where = f"{origin.location}: " if origin is not None else ""
+        raise PluginError(
+            context.manifest.redact(f"{where}provider {config.name!r} (type {config.type}): {e}"),
+            entry_point=e.entry_point,
+        ) from e
+
+
 def _observer_of(context: BuildContext) -> TurnObserver | None:
     """The manifest's one ``TurnObserver`` (shared by its registries), when its ``runtime``
     asks for history, an audit log, traces or metrics; imported only then."""
@@ -453,8 +493,7 @@ def _observer_of(context: BuildContext) -> TurnObserver | None:
         return None
     from composer.observe.observer import TurnObserver
 
-    observer: TurnObserver = context.shared("observe", lambda: TurnObserver(context.manifest))
-    return observer
+    return context.shared("observe", lambda: TurnObserver(context.manifest))
 
 
 def _scope_of(config: ProviderConfig, context: BuildContext) -> KeyScope | None:
@@ -462,10 +501,7 @@ def _scope_of(config: ProviderConfig, context: BuildContext) -> KeyScope | None:
     if config.cache is None:
         return None
     manifest = context.manifest
-    scope: KeyScope = context.shared(
-        f"cache-scope:{config.name}", lambda: key_scope(config, manifest.path)
-    )
-    return scope
+    return context.shared(f"cache-scope:{config.name}", lambda: key_scope(config, manifest.path))
 
 
 def _cache_of(config: ProviderConfig, context: BuildContext) -> ContextCache | None:
@@ -489,8 +525,7 @@ def _cache_of(config: ProviderConfig, context: BuildContext) -> ContextCache | N
         )
     else:
         make = functools.partial(InProcessCache, config.cache.max_entries)
-    cache: ContextCache = context.shared(f"cache:{config.name}", make)
-    return cache
+    return context.shared(f"cache:{config.name}", make)
 
 
 def attach(

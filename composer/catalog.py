@@ -3,7 +3,8 @@
 Entry points of the ``composer.providers`` group are listed once per process (per
 ``sys.path``) and each is loaded by name the first time a manifest uses its type, so a broken
 plugin fails only the manifests that name it, and attaching a manifest to a branch never
-rescans the installed packages (the loader binds its catalog to the manifest).
+rescans the installed packages (the loader binds its catalog to the manifest it makes:
+``bind_catalog``, read back with ``catalog_of``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from composer.errors import PluginError, UnknownProviderType
+from composer.manifest.models import Manifest
 from composer.plugin import ProviderType
 
-__all__ = ["ENTRY_POINT_GROUP", "ProviderTypes"]
+__all__ = ["ENTRY_POINT_GROUP", "ProviderTypes", "bind_catalog", "catalog_of"]
 
 ENTRY_POINT_GROUP = "composer.providers"
 
@@ -130,3 +132,20 @@ def _load(ep: EntryPoint) -> ProviderType[Any]:
 def _installed(search_path: tuple[str, ...]) -> ProviderTypes:
     """A memo, not a registry: what ``sys.path`` advertises does not change while it is equal."""
     return ProviderTypes().load_entry_points()
+
+
+def catalog_of(manifest: Manifest) -> ProviderTypes | None:
+    """The provider types that validated ``manifest`` (None when it was not loaded from a file).
+
+    ``build_registry`` builds from these, so attaching a manifest never rescans the installed
+    entry points, and a manifest loaded with ``types=`` builds with the same types. The
+    catalog is kept on the manifest, which knows nothing of it: a data model that imported
+    the catalog would import the plugin contract, which imports the models.
+    """
+    types = manifest._types
+    return types if isinstance(types, ProviderTypes) else None
+
+
+def bind_catalog(manifest: Manifest, types: ProviderTypes) -> None:
+    """Remember that ``types`` validated ``manifest`` (the loader's last step)."""
+    manifest._types = types

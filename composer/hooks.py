@@ -2,7 +2,10 @@
 
 ADR-0008 requires only ``provide``. Everything else a provider can do is one of these
 Protocols, checked once when the engine wraps the provider (``composer.build``), never probed
-with ``getattr`` on each call:
+with ``getattr`` on each call. The three that the engine awaits (``writeback``, ``warm_up``,
+``aclose``) must be ``async def``: a class whose hook is a plain function is refused then, with
+a ``PluginError`` naming it, rather than failing with a ``TypeError`` at the first turn or at
+shutdown (``require_coroutines``):
 
 * ``Writeback``: ``async writeback(branch, action_responses)``, called after tool calls (ADR D7);
 * ``WarmUp``: ``async warm_up(progress)``, slow set-up done ahead of the first turn (a corpus
@@ -28,9 +31,12 @@ authentication binds.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+from composer.errors import PluginError
 
 __all__ = [
     "CacheKey",
@@ -44,6 +50,7 @@ __all__ = [
     "Secrets",
     "WarmUp",
     "Writeback",
+    "require_coroutines",
 ]
 
 Progress = Callable[[int, int], None]
@@ -128,3 +135,19 @@ class Secrets(Protocol):
     password, user and options), not only those from a ``${VAR}``."""
 
     def secrets(self) -> list[str]: ...
+
+
+_AWAITED = {Writeback: "writeback", WarmUp: "warm_up", Closeable: "aclose"}
+"""The hooks the engine awaits, by the method each names."""
+
+
+def require_coroutines(cls: type, hooks: frozenset[type]) -> None:
+    """Raise ``PluginError`` naming ``cls`` when one of ``hooks`` that the engine awaits is
+    not an ``async def`` method of it."""
+    for hook, method in _AWAITED.items():
+        if hook in hooks and not inspect.iscoroutinefunction(getattr(cls, method, None)):
+            name = f"{cls.__module__}.{cls.__qualname__}"
+            raise PluginError(
+                f"{name}.{method} must be a coroutine function (async def): the engine "
+                f"awaits it, and a plain function would fail there with a TypeError"
+            )

@@ -12,19 +12,24 @@ What every provider shares is the engine's (``composer.build``), applied around 
 factory returns, whatever class it derives from: ``enabled`` and ``when`` today, and each
 option added later to every provider (``timeout_s``, ``cache``, ``wrap``). A provider only
 produces its text. It may also declare the optional hooks of ``composer.hooks``:
-``writeback`` (ADR D7), ``warm_up``, ``aclose``, ``cache_key`` and ``constant_text``; the
-engine looks for them once per provider class, when it wraps the provider.
+``writeback`` (ADR D7), ``warm_up``, ``aclose``, ``cache_key``, ``display_query`` and
+``constant_text``; the engine looks for them once per provider class, when it wraps the
+provider, and refuses a class whose ``writeback``, ``warm_up`` or ``aclose`` is not
+``async def`` (a ``PluginError`` naming it). What its spans are is the type's to say
+(``ProviderType.operation``), never guessed from its name.
 
 ``Provider`` is an optional base class: it keeps the config and name and hands ``produce`` the
 turn's template context. The built-in types (``builtin_providers``) import nothing of composer
-but this module.
+but this module, and ``__all__`` is the whole contract (a test holds it).
 """
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from composer.errors import ProviderError, StoreError, TemplateError
 from composer.hooks import (
@@ -39,41 +44,36 @@ from composer.hooks import (
     Secrets,
     WarmUp,
     Writeback,
+    require_coroutines,
 )
 from composer.manifest.models import Manifest, ManifestPath, ProviderConfig, StrictModel, redact
-from composer.registry import BranchLike, ContextProvider, InstructionLike
+from composer.registry import ContextProvider
 from composer.templating import (
     CONTEXT_NAMES,
-    CompiledExpression,
     CompiledTemplate,
     Expression,
     RenderLimits,
     Template,
     TemplateShape,
     UrlTemplate,
-    compile_expression,
     compile_template,
     template_check,
     template_context,
-    template_field,
 )
-from composer.templating.views import branch_memory, branch_view, turn_key
+from composer.templating.views import branch_view, turn_key
 from composer.tokens import count_tokens
 
 __all__ = [
     "CONTEXT_NAMES",
-    "BranchLike",
     "BuildContext",
     "CacheKey",
     "Check",
     "Closeable",
-    "CompiledExpression",
     "CompiledTemplate",
     "Constant",
     "ContextProvider",
     "DisplayQuery",
     "Expression",
-    "InstructionLike",
     "ManifestPath",
     "Partitioned",
     "Problem",
@@ -93,18 +93,44 @@ __all__ = [
     "UrlTemplate",
     "WarmUp",
     "Writeback",
-    "branch_memory",
     "branch_view",
-    "compile_expression",
     "compile_template",
     "count_tokens",
     "redact",
     "template_check",
     "template_context",
-    "template_field",
     "turn_key",
 ]
 
+_DEPRECATED = {
+    "BranchLike": "composer.registry",
+    "InstructionLike": "composer.registry",
+    "CompiledExpression": "composer.templating",
+    "compile_expression": "composer.templating",
+    "template_field": "composer.templating",
+    "branch_memory": "composer.templating.views",
+}
+"""Names this module exported that no provider type needs: still importable, with a
+``DeprecationWarning``, for one release; they will then be removed."""
+
+
+if not TYPE_CHECKING:
+    # Hidden from type checkers: they flag a deprecated name, Python still resolves it.
+
+    def __getattr__(name: str) -> Any:
+        home = _DEPRECATED.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        warnings.warn(
+            f"composer.plugin.{name} is deprecated and will be removed: it is not part of the "
+            f"provider contract (import it from {home} if you need it)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)
+
+
+T = TypeVar("T")
 ConfigT = TypeVar("ConfigT", bound=ProviderConfig)
 
 
@@ -114,16 +140,21 @@ class BuildContext:
 
     manifest: Manifest
 
-    def shared(self, key: str, make: Callable[[], Any]) -> Any:
+    def shared(self, key: str, make: Callable[[], T]) -> T:
         """State shared by every registry built from the same loaded manifest, made once.
 
         Use it for what is heavy or holds resources (an index, a connection pool); a value
-        that is ``Closeable`` is closed by ``Manifest.aclose()``.
+        that is ``Closeable`` is closed by ``Manifest.aclose()``, so its ``aclose`` must be
+        ``async def`` (a ``PluginError`` naming its class, here, otherwise). One ``key``
+        holds one kind of value: the caller that made it decides its type.
         """
         cache = self.manifest.shared
         if key not in cache:
-            cache[key] = make()
-        return cache[key]
+            value = make()
+            if isinstance(value, Closeable):
+                require_coroutines(type(value), frozenset({Closeable}))
+            cache[key] = value
+        return cast(T, cache[key])
 
     def redact(self, text: str) -> str:
         """``text`` with every value the manifest took from a variable masked as ``***``."""
@@ -136,12 +167,19 @@ ProviderFactory = Callable[[ConfigT, BuildContext], ContextProvider]
 
 @dataclass(frozen=True)
 class ProviderType(Generic[ConfigT]):
-    """One provider type: ``name`` (the manifest's ``type:``), its config model and factory."""
+    """One provider type: ``name`` (the manifest's ``type:``), its config model and factory.
+
+    ``operation`` is the OpenTelemetry GenAI ``gen_ai.operation.name`` of what the type does
+    each turn, which its spans are named and tagged by (``retrieval``: a search of documents,
+    whose spans carry ``gen_ai.data_source.id``; ``search_memory``: a search of a memory
+    store, ``gen_ai.memory.store.id``); None (the default) when no GenAI operation fits.
+    """
 
     name: str
     config: type[ConfigT]
     factory: ProviderFactory[ConfigT]
     summary: str = ""
+    operation: str | None = None
 
 
 class Provider(Generic[ConfigT]):
@@ -157,18 +195,14 @@ class Provider(Generic[ConfigT]):
         self.config = config
         self.name = config.name
 
-    def context(
-        self, branch: BranchLike, instruction: InstructionLike, **extra: Any
-    ) -> dict[str, Any]:
+    def context(self, branch: Any, instruction: Any, **extra: Any) -> dict[str, Any]:
         """This turn's template variables (the same for composer and lionagi objects)."""
         return template_context(branch, instruction, provider=self.name, extra=extra)
 
-    async def provide(self, branch: BranchLike, instruction: InstructionLike) -> str | None:
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
         return await self.produce(branch, instruction, self.context(branch, instruction)) or None
 
-    async def produce(
-        self, branch: BranchLike, instruction: InstructionLike, context: dict[str, Any]
-    ) -> str | None:
+    async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         raise NotImplementedError
 
     def __repr__(self) -> str:

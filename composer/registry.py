@@ -7,7 +7,6 @@ object with ``async provide(branch, instruction) -> str | None``.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Callable
@@ -91,9 +90,6 @@ class _Entry:
     max_tokens: int | None
     name: str
 
-
-_outcome = functools.partial(tuple.__new__, ProviderOutcome)
-"""``ProviderOutcome`` from a full tuple of its fields, without NamedTuple's keyword layer."""
 
 _Call = tuple[Any, Exception | None, float | None]
 """What one provider's call gave: ``(result, error, milliseconds)``; ms is None if not run."""
@@ -184,20 +180,23 @@ class ContextProviderRegistry:
             if error is not None:
                 failed.append(entry.name)
                 kind: Outcome = "timeout" if isinstance(error, TimeoutError) else "failed"
-                outcomes[index] = _outcome(
-                    (entry.name, kind, None, ms, type(error).__name__, self.describe_error(error))
+                outcomes[index] = ProviderOutcome(
+                    entry.name,
+                    kind,
+                    duration_ms=ms,
+                    error_type=type(error).__name__,
+                    error=self.describe_error(error),
                 )
                 continue
             if not text:
                 guarded = notes and notes.get(id(entry.provider)) == "guarded"
-                outcomes[index] = _outcome(
-                    (entry.name, "guarded" if guarded else "empty", None, ms, None, None)
-                )
+                outcome: Outcome = "guarded" if guarded else "empty"
+                outcomes[index] = ProviderOutcome(entry.name, outcome, None, ms)
                 continue
             tokens = count_tokens(text)
             if entry.max_tokens and tokens > entry.max_tokens:
                 skipped.append(entry.name)
-                outcomes[index] = _outcome((entry.name, "over_max_tokens", tokens, ms, None, None))
+                outcomes[index] = ProviderOutcome(entry.name, "over_max_tokens", tokens, ms)
                 continue
             successes.append((index, entry, text, tokens))
 
@@ -234,10 +233,10 @@ class ContextProviderRegistry:
                 blocks.append(text)
                 fired.append({"provider_name": entry.name, "tokens": tokens})
                 cached = notes and notes.get(id(entry.provider)) == "cached"
-                outcome: Outcome = "cached" if cached else "fired"
-                outcomes[index] = _outcome((entry.name, outcome, tokens, ms, None, None))
+                outcome = "cached" if cached else "fired"
+                outcomes[index] = ProviderOutcome(entry.name, outcome, tokens, ms)
             else:
-                outcomes[index] = _outcome((entry.name, "over_budget", tokens, ms, None, None))
+                outcomes[index] = ProviderOutcome(entry.name, "over_budget", tokens, ms)
         return ProviderReport(
             blocks,
             fired,

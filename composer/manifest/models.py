@@ -1,8 +1,9 @@
 """Pydantic models of a manifest. No I/O here: ``loader.py`` reads files and builds these.
 
-A provider entry is validated by the config model of its type (found through
-``composer.catalog``); the fields every type shares live in ``ProviderConfig``. Unknown keys
-are errors everywhere.
+A provider entry is validated by the config model of its type (the loader finds it in a
+``composer.catalog.ProviderTypes``, which it binds to the manifest it makes: read it with
+``catalog_of``, as these models know nothing of the catalog); the fields every type shares
+live in ``ProviderConfig``. Unknown keys are errors everywhere.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import operator
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from types import MappingProxyType, TracebackType
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from pydantic import (
@@ -36,9 +37,6 @@ from pydantic import (
 from composer.hooks import Closeable
 from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr, VariableUse
 from composer.templating import Expression, Template, TemplateShape, template_check_exact
-
-if TYPE_CHECKING:
-    from composer.catalog import ProviderTypes
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -438,7 +436,7 @@ class Manifest(StrictModel):
     _secrets: frozenset[str] = PrivateAttr(frozenset())
     _shared: dict[str, Any] = PrivateAttr(default_factory=dict)
     _origins: dict[KeyPath, Origin] = PrivateAttr(default_factory=dict)
-    _types: ProviderTypes | None = PrivateAttr(None)
+    _types: object = PrivateAttr(None)  # a composer.catalog.ProviderTypes: ``catalog_of``
     _variables: tuple[VariableUse, ...] = PrivateAttr(())
 
     @property
@@ -452,13 +450,23 @@ class Manifest(StrictModel):
         return self._shared
 
     @property
-    def types(self) -> ProviderTypes | None:
-        """The provider types that validated this manifest (None when not loaded from a file).
-
-        ``build_registry`` builds from these, so attaching a manifest never rescans the
-        installed entry points and a manifest loaded with ``types=`` builds with the same.
-        """
+    def types(self) -> Any:
+        """Deprecated: ``composer.catalog.catalog_of(manifest)``, which is typed. The provider
+        types that validated this manifest (None when not loaded from a file)."""
         return self._types
+
+    async def __aenter__(self) -> Manifest:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """``async with load_manifest(...) as manifest:`` closes its shared state on the way
+        out (``aclose``); registries built from it should be closed first."""
+        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the shared state that holds resources (an HTTP pool, a store), then forget it.

@@ -1,9 +1,10 @@
-"""Seeing every turn in production: report history, an audit log, traces, metrics, hot reload.
+"""Seeing every turn in production: report history, an audit log, traces, metrics.
 
 Each is switched on in the manifest's ``runtime`` section (``report``, ``audit``, ``traces``,
 ``metrics``) and applied by the engine (``ManifestRegistry.gather`` hands the turn to the
-manifest's ``TurnObserver``); ``ManifestWatcher`` reloads a manifest when its files change.
-OpenTelemetry and prometheus_client are imported only when a manifest turns them on.
+manifest's ``TurnObserver``), so nothing here imports the engine (``composer.build``): hot
+reload, which does, is ``composer.reload``. OpenTelemetry and prometheus_client are imported
+only when a manifest turns them on.
 
 ```
 history.py    report_history(branch): the last N reports of a branch
@@ -12,12 +13,34 @@ audit.py      the writer: a bounded queue and one thread per file, rotation, cou
 tracing.py    OpenTelemetry spans (the otel extra), GenAI semantic conventions
 metrics.py    Prometheus collectors (the metrics extra)
 observer.py   TurnObserver: what one loaded manifest keeps of each turn
-changes.py    what a manifest was read from, and digests to tell when it changed
-watcher.py    ManifestWatcher, WatchedRegistry: reloads that keep the last good manifest
 ```
 """
 
-from composer.observe.history import report_history
-from composer.observe.watcher import ManifestWatcher, WatchedRegistry
+from __future__ import annotations
 
-__all__ = ["ManifestWatcher", "WatchedRegistry", "report_history"]
+import importlib
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from composer.observe.history import report_history
+
+__all__ = ["report_history"]
+
+_MOVED = {"ManifestWatcher": "composer.reload", "WatchedRegistry": "composer.reload"}
+
+
+if not TYPE_CHECKING:
+    # Hidden from type checkers: they flag the old address, Python still resolves it.
+
+    def __getattr__(name: str) -> Any:
+        """The watcher's old address, for one release: it moved to ``composer.reload``. Imported
+        by name, not by an import statement: this package is below the engine, the watcher above."""
+        home = _MOVED.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        warnings.warn(
+            f"composer.observe.{name} moved to {home}.{name} (or composer.{name})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)

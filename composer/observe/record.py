@@ -18,11 +18,11 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from composer.outcomes import Outcome
+from composer.outcomes import Outcome, ProviderOutcome
 from composer.principal import principal_name
 from composer.registry import ProviderReport
 from composer.templating.views import instruction_view
@@ -218,12 +218,28 @@ class LineContext:
         return cls(manifest.model_dump(), fixed, list(shown), keep_text, redact)
 
 
-Snapshot = tuple[Any, ...]
-"""One turn as the writer receives it: ``(time, turn_id, budget, tokens_used, outcomes,
-blocks, branch_id, branch_name, system, instruction, guidance, extra_names, context,
-principal)``.
-Without keep_text, ``blocks`` are the blocks' SHA-256 and ``instruction`` is ``(sha256,
-chars)``; ``system`` and ``guidance`` are None."""
+class Snapshot(NamedTuple):
+    """One turn as the writer receives it: plain strings, numbers and tuples of them.
+
+    Without keep_text, ``blocks`` are the blocks' SHA-256 and ``instruction`` is ``(sha256,
+    chars)``; ``system`` and ``guidance`` are None. ``outcomes`` are the registry's own
+    records (tuples of plain values), the names of providers the manifest does not know
+    (registered by hand) included.
+    """
+
+    time: float
+    turn_id: str | None
+    budget: int | None
+    tokens_used: int
+    outcomes: tuple[ProviderOutcome, ...]
+    blocks: tuple[str, ...]
+    branch_id: str
+    branch_name: Any
+    system: str | None
+    instruction: str | tuple[str, int]
+    guidance: str | None
+    context: LineContext
+    principal: str | None
 
 
 def snapshot(
@@ -231,11 +247,11 @@ def snapshot(
 ) -> Snapshot:
     """What the turn's path hands to the writer: plain strings, numbers and tuples of them.
 
-    Nothing the turn made is kept (the report, its lists, the instruction): a queued turn
-    that held them would keep them alive until the writer's next round, and objects that live
-    that long are moved to the collector's older generations, whose collections then cost the
-    turns far more than the audit line itself. Texts are kept only with keep_text (guidance
-    rendered, so that the queue knows its size); otherwise their digests.
+    Nothing else the turn made is kept (the report, its lists, the instruction): a queued
+    turn that held them would keep them alive until the writer's next round, and objects that
+    live that long are moved to the collector's older generations, whose collections then
+    cost the turns far more than the audit line itself. Texts are kept only with keep_text
+    (guidance rendered, so that the queue knows its size); otherwise their digests.
     """
     keep = context.keep_text
     text = getattr(instruction, "text", None)
@@ -244,21 +260,18 @@ def snapshot(
         view = instruction_view(instruction)
         text, guidance = view["text"], render_guidance(view["guidance"]) if keep else None
     system = getattr(branch, "system", None) if keep else None
-    outcomes = report.outcomes
-    known = len(context.shown)
-    return (
+    return Snapshot(
         started,
         report.turn_id,
         report.budget,
         report.tokens_used,
-        tuple([(o[1], o[2], o[3], o[4], o[5]) for o in outcomes]),
+        tuple(report.outcomes),
         tuple(report.blocks) if keep else _digests(report.blocks),
         str(getattr(branch, "id", "")),
         getattr(branch, "name", None),
         system if isinstance(system, str) else None,
         text if keep else (sha256(text), len(text)),
         guidance or None,
-        tuple([str.__str__(o[0]) for o in outcomes[known:]]),
         context,
         principal_name(),
     )
@@ -267,11 +280,11 @@ def snapshot(
 def weight(turn: Snapshot) -> int:
     """About how many bytes a queued snapshot holds: its parts, its error messages, and the
     texts kept with keep_text (without it, digests: mostly the memo's own strings)."""
-    outcomes = turn[4]
-    size = 256 + 128 * len(outcomes) + sum([len(o[4]) for o in outcomes if o[4]])
-    if turn[12].keep_text:
-        size += sum([len(b) for b in turn[5]])
-        size += sum([len(part) for part in turn[8:11] if part is not None])
+    outcomes = turn.outcomes
+    size = 256 + 128 * len(outcomes) + sum([len(o.error) for o in outcomes if o.error])
+    if turn.context.keep_text:
+        size += sum([len(b) for b in turn.blocks])
+        size += sum([len(part) for part in (turn.system, turn.instruction, turn.guidance) if part])
     return size
 
 
@@ -284,33 +297,34 @@ def json_line(turn: Snapshot) -> bytes:
     repeated answer), so its JSON is remembered by what it depends on and only the duration
     is written each time.
     """
-    (when, turn_id, budget, tokens_used, outcomes, blocks, branch_id, branch_name, system,
-     text, guidance, extra, context, principal) = turn  # fmt: skip
+    context = turn.context
     keep, mask = context.keep_text, context.redact
+    branch_name = turn.branch_name
     head = _ENCODE(
         {
             "version": 1,
-            "time": _dt.datetime.fromtimestamp(when, _dt.UTC).isoformat(),
-            "turn_id": turn_id,
+            "time": _dt.datetime.fromtimestamp(turn.time, _dt.UTC).isoformat(),
+            "turn_id": turn.turn_id,
             "branch": {
-                "id": mask(branch_id),
+                "id": mask(turn.branch_id),
                 "name": None if branch_name is None else mask(str(branch_name)),
-                "principal": principal,
+                "principal": turn.principal,
             },
             "manifest": context.manifest,
-            "instruction": _text(text, keep, mask),
-            "system": None if system is None else _text(system, keep, mask),
-            "guidance": None if guidance is None else mask(guidance),  # kept, rendered
-            "budget": budget,
-            "tokens_used": tokens_used,
+            "instruction": _text(turn.instruction, keep, mask),
+            "system": None if turn.system is None else _text(turn.system, keep, mask),
+            "guidance": None if turn.guidance is None else mask(turn.guidance),  # kept, rendered
+            "budget": turn.budget,
+            "tokens_used": turn.tokens_used,
         }
     )
-    texts = iter(blocks)
-    known = len(context.shown)
+    texts = iter(turn.blocks)
+    shown = context.shown
+    known = len(shown)
     entries = []
-    for index, (outcome, tokens, ms, error_type, error) in enumerate(outcomes):
+    for index, (name, outcome, tokens, ms, error_type, error) in enumerate(turn.outcomes):
         block = next(texts, "") if outcome == "fired" or outcome == "cached" else None
-        name = context.shown[index] if index < known else mask(extra[index - known])
+        name = shown[index] if index < known else mask(str.__str__(name))
         key = (index, name, outcome, tokens, error_type, error, block)
         entry = context.entries.get(key)
         if entry is None:

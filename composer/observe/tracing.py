@@ -8,9 +8,11 @@ The turn span is current while the providers run, so spans that a provider's own
 make (an instrumented HTTP client) are its children. The provider spans are made when the
 gather has ended, from the registry's own outcome records: each starts at the turn's start
 (``concurrent``) or after the providers before it (``sequential``) and lasts its measured
-``duration_ms``. They follow the GenAI semantic conventions where one applies: ``file_corpus``
-and ``http`` are ``retrieval`` spans with ``gen_ai.data_source.id``, ``memory`` is a
-``search_memory`` span with ``gen_ai.memory.store.id``; every span also carries
+``duration_ms``. They follow the GenAI semantic conventions where the provider's type declares
+an operation (``ProviderType.operation``, which the engine puts on each ``ManagedProvider``):
+a ``retrieval`` span carries ``gen_ai.data_source.id`` (the built-in ``file_corpus`` and
+``http``), a ``search_memory`` span ``gen_ai.memory.store.id`` (``memory``), a span of another
+operation is named by it and carries ``gen_ai.operation.name``; every span also carries
 ``composer.provider.*`` (name, type, priority, outcome, tokens, cache hit) and, on failure,
 ``error.type`` and an error status. Query and block text are recorded only when the standard
 switch ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``, ``span_only`` or
@@ -30,6 +32,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from composer._version import __version__
 from composer.hooks import DisplayQuery
 from composer.observe.record import ProviderInfo
 from composer.principal import principal_name
@@ -42,8 +45,12 @@ CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 _CAPTURE_ON = frozenset({"true", "1", "span_only", "span_and_event"})
 
-_OPERATIONS = {"file_corpus": "retrieval", "http": "retrieval", "memory": "search_memory"}
-"""Provider type -> ``gen_ai.operation.name``; other types have no GenAI operation."""
+_SOURCE_IDS = {"retrieval": "gen_ai.data_source.id", "search_memory": "gen_ai.memory.store.id"}
+"""The attribute naming what an operation searched (the provider's name)."""
+_QUERIES = {
+    "retrieval": "gen_ai.retrieval.query.text",
+    "search_memory": "gen_ai.memory.query.text",
+}
 
 _TURN_SPAN = "gather_context"
 _OTHER_SPAN = "composer.provide"
@@ -78,8 +85,6 @@ class TurnTracer:
         manifest_path: str | None,
         capture: bool | None = None,
     ) -> None:
-        from composer import __version__
-
         self._tracer = trace.get_tracer("composer", __version__)
         self._providers = providers
         self._names = names
@@ -120,8 +125,8 @@ class TurnTracer:
         at = running.start_ns
         for index, record in enumerate(report.outcomes):
             info = self._providers[index] if index < len(self._providers) else None
-            kind = info.type if info else None
-            operation = _OPERATIONS.get(kind or "")
+            provider = managed[index] if index < len(managed) else None
+            operation: str | None = getattr(provider, "operation", None)
             name = self._names[index] if index < len(self._names) else mask(record.name)
             attributes: dict[str, Any] = {
                 "composer.provider.name": name,
@@ -135,12 +140,9 @@ class TurnTracer:
                 attributes["composer.provider.tokens"] = record.tokens
             if operation is not None:
                 attributes["gen_ai.operation.name"] = operation
-                key = (
-                    "gen_ai.data_source.id"
-                    if operation == "retrieval"
-                    else "gen_ai.memory.store.id"
-                )
-                attributes[key] = name
+                source = _SOURCE_IDS.get(operation)
+                if source is not None:
+                    attributes[source] = name
             if record.error_type is not None:
                 attributes["error.type"] = record.error_type
             if self.capture:
@@ -192,12 +194,7 @@ class TurnTracer:
         provider = managed[index] if index < len(managed) else None
         query = _query(provider, branch, instruction)
         if query:
-            key = (
-                "gen_ai.memory.query.text"
-                if operation == "search_memory"
-                else "gen_ai.retrieval.query.text"
-            )
-            out[key if operation else "composer.provider.query"] = mask(query)
+            out[_QUERIES.get(operation or "", "composer.provider.query")] = mask(query)
         block = _block_of(report, index)
         if block is not None:
             text = mask(block)

@@ -4,7 +4,12 @@
 * ``http``: the HTTP context server (Starlette on uvicorn), with ``auth``, ``limits``,
   ``responses``, its body ``models`` and its ``openapi`` document;
 * ``mcp_server``: the same turn as an MCP server, over stdio or streamable HTTP;
+* ``options``: ``ServeOptions``, how both servers guard themselves;
 * ``runner``: listening (loopback unless there is a token) and graceful shutdown.
+
+``async with ContextService(manifest) as service:`` closes every branch's registry and then
+the manifest on the way out: the service takes the manifest it is given, as the servers take
+the service (their shutdown closes it).
 
 Importing this package imports neither Starlette nor the MCP SDK; its modules do.
 """

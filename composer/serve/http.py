@@ -21,7 +21,6 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -45,6 +44,7 @@ from composer.serve.models import (
     WritebackRequest,
 )
 from composer.serve.openapi import openapi_document
+from composer.serve.options import ServeOptions
 from composer.serve.principals import Principals
 from composer.serve.responses import JsonResponse, error_response
 from composer.serve.service import ContextService
@@ -60,29 +60,6 @@ _BODIES = ("/v1/turns", "/v1/branches/", "/mcp")
 """The routes that take a POST body: it must be JSON (other paths answer 405 to a POST)."""
 _STATUS_TYPES = {404: "not_found", 405: "method_not_allowed"}
 _Model = TypeVar("_Model", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """How the server guards itself; the defaults suit one host's agents."""
-
-    token: str | None = None
-    """One bearer token: the one-principal form (``default``)."""
-    principals: Principals | None = None
-    """Several callers, each with its token and bound metadata (takes the place of ``token``)."""
-    max_body_bytes: int = 1 << 20
-    rate: float = 100.0
-    """Requests a second per client (``client_group``) and per principal; 0 switches the
-    limits off (the ceiling too)."""
-    burst: int = 200
-    ceiling: float | None = None
-    """Requests a second over all clients together (default: ten times ``rate``)."""
-    mcp: bool = True
-    """Serve MCP over streamable HTTP at ``/mcp`` as well."""
-    host: str = "127.0.0.1"
-    """The address listened on: the MCP transport's DNS-rebinding guard depends on it."""
-    access_log: bool = False
-    """Log one line per request with its principal (``composer.serve.access``)."""
 
 
 def create_app(service: ContextService, options: ServeOptions | None = None) -> Starlette:

@@ -31,18 +31,17 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 
-from composer import __version__
+from composer._version import __version__
 from composer.errors import RequestRefused
 from composer.principal import Principal
 from composer.serve.auth import is_loopback, principal_of
 from composer.serve.models import BranchIn, InstructionIn, TurnRequest
+from composer.serve.options import ServeOptions
 from composer.serve.principals import LOCAL_PRINCIPAL
 from composer.serve.service import ContextService
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
-
-    from composer.serve.http import ServeOptions
 
 __all__ = ["DEFAULT_BRANCH", "RESOURCE_TEMPLATE", "mcp_http_routes", "mcp_server", "run_stdio"]
 
@@ -189,8 +188,8 @@ def mcp_http_routes(service: ContextService, options: ServeOptions) -> tuple[lis
 
 
 async def run_stdio(service: ContextService, principal: Principal | None = None) -> None:
-    """Serve MCP on stdin/stdout, for ``principal``, until the client leaves; then close
-    every provider."""
+    """Serve MCP on stdin/stdout, for ``principal``, until the client leaves; then close the
+    service (a server owns the service it serves, as the HTTP app's lifespan does)."""
     server = mcp_server(service, principal=principal)
     warming = asyncio.create_task(service.run_background())
     try:

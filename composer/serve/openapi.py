@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from composer import __version__
+from composer._version import __version__
 from composer.serve.models import (
     BRANCH_ID_PATTERN,
     ErrorBody,

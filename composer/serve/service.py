@@ -22,6 +22,7 @@ import logging
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import Any, cast
 
 from composer.build import attach, build_registry
@@ -63,6 +64,9 @@ class ContextService:
 
     ``principals`` are every caller the server will accept; a shared store split by anything
     they do not all bind is refused here, before the first request (``check_isolation``).
+
+    The service owns the manifest it is given: ``aclose`` (or leaving ``async with``) closes
+    every branch's registry, then the manifest's shared state.
     """
 
     def __init__(
@@ -93,11 +97,8 @@ class ContextService:
     async def warm_up(self) -> None:
         """Build what the providers can build ahead of the first turn (indexes, sessions);
         ready afterwards, whatever failed (a failure recurs, contained, in its turns)."""
-        registry = build_registry(self.manifest)
-        try:
+        async with build_registry(self.manifest) as registry:
             failures = await registry.warm_up()
-        finally:
-            await registry.aclose()
         for name, error in failures.items():
             text = self.manifest.redact(f"{type(error).__name__}: {error}".splitlines()[0])
             self.warm_up_failures[name] = text
@@ -234,6 +235,17 @@ class ContextService:
             await self.branches.aclose()
         finally:
             await self.manifest.aclose()
+
+    async def __aenter__(self) -> ContextService:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 def _key(principal: Principal, branch_id: str) -> str:

@@ -13,13 +13,15 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 from localserver import serving_json
 
 import composer
+from composer.catalog import ProviderTypes
 from composer.observe.tracing import CAPTURE_CONTENT
+from composer.plugin import ProviderConfig, ProviderType
 from composer.principal import Principal, current_principal
 
 from .conftest import turns, write
@@ -144,6 +146,66 @@ async def test_one_turn_span_with_one_child_per_provider_carrying_the_outcome(
         assert child.end_time is not None
         assert turn.start_time <= child.start_time <= child.end_time <= turn.end_time
     await manifest.aclose()
+
+
+class Wiki:
+    """A third-party retrieval: a fixed page, and its query for traces."""
+
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        return "The wiki says: roll back."
+
+    def display_query(self, branch: Any, instruction: Any) -> str:
+        return "wiki?q=deploy"
+
+
+class WikiConfig(ProviderConfig):
+    type: Literal["wiki"] = "wiki"
+
+
+class TicketsConfig(ProviderConfig):
+    type: Literal["tickets"] = "tickets"
+
+
+async def test_a_third_party_type_declares_its_genai_operation(
+    tmp_path: Path, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operation is the type's (``ProviderType.operation``), whatever it is called: the
+    engine knows no type names."""
+    monkeypatch.setenv(CAPTURE_CONTENT, "true")
+    types = ProviderTypes(
+        [
+            ProviderType("wiki", WikiConfig, lambda c, x: Wiki(), operation="retrieval"),
+            ProviderType("tickets", TicketsConfig, lambda c, x: Wiki(), operation="execute_tool"),
+        ]
+    )
+    manifest = composer.load_manifest(
+        write(
+            tmp_path / "m.yaml",
+            """\
+            version: 1
+            runtime: {traces: true}
+            providers:
+              - {name: wiki, type: wiki}
+              - {name: tickets, type: tickets}
+            """,
+        ),
+        types=types,
+    )
+    try:
+        await turns(manifest, 1)
+    finally:
+        await manifest.aclose()
+    _, children = by_name(spans)
+    assert [c.name for c in children] == ["retrieval", "execute_tool"]
+    wiki, tickets = (attrs(c) for c in children)
+    assert wiki["gen_ai.operation.name"] == "retrieval"
+    assert wiki["gen_ai.data_source.id"] == "wiki"
+    assert wiki["gen_ai.retrieval.query.text"] == "wiki?q=deploy"
+    assert json.loads(wiki["gen_ai.retrieval.documents"])[0]["content"].startswith("The wiki")
+    assert tickets["gen_ai.operation.name"] == "execute_tool"
+    assert not {"gen_ai.data_source.id", "gen_ai.memory.store.id"} & set(tickets)
+    assert tickets["composer.provider.query"] == "wiki?q=deploy"
+    assert tickets["composer.provider.block"].startswith("The wiki")
 
 
 async def test_no_text_on_spans_unless_content_capture_is_on(

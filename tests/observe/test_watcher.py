@@ -396,3 +396,16 @@ def test_watched_registries_need_no_event_loop_to_be_made(tmp_path: Path) -> Non
     watcher = composer.ManifestWatcher(tmp_path / "m.yaml")
     registry = watcher.registry()
     assert repr(registry) == "<WatchedRegistry generation=None>"
+
+
+def test_the_watcher_lives_above_the_engine_and_its_old_address_warns() -> None:
+    import composer.observe
+    import composer.reload
+
+    assert composer.ManifestWatcher is composer.reload.ManifestWatcher
+    assert composer.ManifestWatcher.__module__ == "composer.reload.watcher"
+    for name in ("ManifestWatcher", "WatchedRegistry"):
+        with pytest.warns(DeprecationWarning, match=f"moved to composer.reload.{name}"):
+            assert getattr(composer.observe, name) is getattr(composer.reload, name)
+    with pytest.raises(AttributeError):
+        _ = composer.observe.Nothing  # type: ignore[attr-defined]

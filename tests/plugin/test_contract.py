@@ -6,35 +6,36 @@ and finds the optional hooks, so a bare object with ``provide`` behaves like ``s
 
 from __future__ import annotations
 
+import ast
+import importlib
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 
+import builtin_providers
 import composer
 import composer.plugin
 from builtin_providers.static import provider_type as static_type
 from composer.build import ManagedProvider, build_registry
-from composer.catalog import ProviderTypes
+from composer.catalog import ProviderTypes, catalog_of
 from composer.errors import PluginError, UnknownProviderType
 from composer.plugin import BuildContext, ProviderConfig, ProviderType
 from composer.turn import Branch, Instruction, prepare_turn
 
 EXPECTED_PLUGIN_API = {
-    "BranchLike",
     "BuildContext",
     "CONTEXT_NAMES",
     "CacheKey",
     "Check",
     "Constant",
     "Closeable",
-    "CompiledExpression",
     "CompiledTemplate",
     "ContextProvider",
     "DisplayQuery",
     "Expression",
-    "InstructionLike",
     "ManifestPath",
     "Partitioned",
     "Problem",
@@ -54,23 +55,68 @@ EXPECTED_PLUGIN_API = {
     "UrlTemplate",
     "WarmUp",
     "Writeback",
-    "branch_memory",
     "branch_view",
-    "compile_expression",
     "compile_template",
     "count_tokens",
     "redact",
     "template_check",
     "template_context",
-    "template_field",
     "turn_key",
 }
+
+
+DEPRECATED = {
+    "BranchLike": "composer.registry",
+    "InstructionLike": "composer.registry",
+    "CompiledExpression": "composer.templating",
+    "compile_expression": "composer.templating",
+    "template_field": "composer.templating",
+    "branch_memory": "composer.templating.views",
+}
+"""Names the contract no longer holds: importable for one release, with a warning."""
 
 
 def test_plugin_module_exports_exactly_the_contract() -> None:
     """Plugin authors depend on this list; a name added or dropped must be a decision."""
     assert set(composer.plugin.__all__) == EXPECTED_PLUGIN_API
     assert [n for n in composer.plugin.__all__ if not hasattr(composer.plugin, n)] == []
+
+
+@pytest.mark.parametrize("name", sorted(DEPRECATED))
+def test_a_name_dropped_from_the_contract_still_imports_with_a_warning(name: str) -> None:
+    """A third-party type that imported one keeps working for a release, and is told where
+    the name lives."""
+    home = importlib.import_module(DEPRECATED[name])
+    with pytest.warns(DeprecationWarning, match=f"composer.plugin.{name} is deprecated"):
+        value = getattr(composer.plugin, name)
+    assert value is getattr(home, name)
+    with pytest.warns(DeprecationWarning, match=DEPRECATED[name]):
+        exec(f"from composer.plugin import {name}", {})
+
+
+def test_an_unknown_plugin_name_is_an_attribute_error_without_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+            _ = composer.plugin.nothing  # type: ignore[attr-defined]
+
+
+def test_no_builtin_type_redefines_a_name_of_the_contract() -> None:
+    """One ``Progress``, one ``Problem``: a built-in module that defines a name the contract
+    exports (instead of importing it) makes two meanings of it."""
+    root = Path(builtin_providers.__file__).parent
+    defined = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names: list[str] = []
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            defined.update(dict.fromkeys(names, path.name))
+    assert {n: f for n, f in defined.items() if n in composer.plugin.__all__} == {}
 
 
 class BareConfig(ProviderConfig):
@@ -171,11 +217,13 @@ async def test_a_failing_guard_fails_the_plugin_like_static(tmp_path: Path) -> N
 
 async def test_types_that_validated_a_manifest_build_it(tmp_path: Path) -> None:
     """A manifest loaded with ``types=`` attaches without naming them again."""
+    types = ProviderTypes([bare_type])
     manifest = composer.load_manifest(
         write(tmp_path / "m.yaml", "version: 1\nproviders: [{name: p, type: bare, text: T}]\n"),
-        types=ProviderTypes([bare_type]),
+        types=types,
     )
-    assert manifest.types is not None
+    assert catalog_of(manifest) is types
+    assert catalog_of(composer.Manifest(version=1)) is None  # not loaded: the installed types
     assert "bare" not in ProviderTypes.installed()
     branch = Branch("sys\n")
     composer.attach(branch, manifest)
@@ -302,3 +350,138 @@ def test_a_catalog_refuses_what_is_not_a_provider_type() -> None:
         ProviderTypes([object()])  # type: ignore[list-item]
     with pytest.raises(PluginError, match="registered twice"):
         ProviderTypes([static_type, ProviderType("static", BareConfig, bare_type.factory)])
+
+
+class SyncClose:
+    """A provider whose ``aclose`` is a plain function: awaiting it would raise TypeError."""
+
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        return "s"
+
+    def aclose(self) -> None:
+        pass
+
+
+class SyncWarmUp:
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        return "s"
+
+    def warm_up(self, progress: Any = None) -> None:
+        pass
+
+
+class SyncWriteback:
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        return "s"
+
+    def writeback(self, branch: Any, action_responses: list[Any]) -> None:
+        pass
+
+
+class OddConfig(ProviderConfig):
+    type: Literal["odd"] = "odd"
+
+
+@pytest.mark.parametrize(
+    ("cls", "method"),
+    [(SyncClose, "aclose"), (SyncWarmUp, "warm_up"), (SyncWriteback, "writeback")],
+)
+def test_a_provider_with_a_synchronous_hook_is_refused_at_load_naming_its_class(
+    tmp_path: Path, cls: type, method: str
+) -> None:
+    """Refused when the engine wraps it, at the entry's line, before any turn or shutdown."""
+    odd = ProviderType("odd", OddConfig, lambda config, ctx: cls())
+    manifest = composer.load_manifest(
+        write(
+            tmp_path / "m.yaml",
+            """
+            version: 1
+            providers:
+              - {name: fine, type: static, text: T}
+              - {name: odd-one, type: odd}
+            """,
+        ),
+        types=ProviderTypes([odd, static_type]),
+    )
+    with pytest.raises(PluginError) as caught:
+        composer.attach(Branch("s"), manifest)
+    message = str(caught.value)
+    assert f"{__name__}.{cls.__qualname__}.{method} must be a coroutine function" in message
+    assert message.startswith(f"{tmp_path / 'm.yaml'}:4:")  # the entry of odd-one
+    assert "provider 'odd-one' (type odd)" in message
+
+
+async def test_a_watcher_refuses_to_start_on_a_provider_with_a_synchronous_aclose(
+    tmp_path: Path,
+) -> None:
+    odd = ProviderType("odd", OddConfig, lambda config, ctx: SyncClose())
+    path = write(tmp_path / "m.yaml", "version: 1\nproviders: [{name: o, type: odd}]\n")
+    watcher = composer.ManifestWatcher(path, types=ProviderTypes([odd]), watch="poll")
+    with pytest.raises(PluginError, match=r"SyncClose\.aclose must be a coroutine function"):
+        await watcher.start()
+    await watcher.aclose()
+
+
+def test_shared_state_with_a_synchronous_aclose_is_refused_naming_its_class() -> None:
+    """``Manifest.aclose`` awaits what ``shared`` keeps: a plain ``aclose`` is refused when it
+    is made, not at shutdown."""
+    context = BuildContext(composer.Manifest(version=1))
+
+    class Pool:
+        def aclose(self) -> None:
+            pass
+
+    with pytest.raises(PluginError, match=r"\.Pool\.aclose must be a coroutine function"):
+        context.shared("pool", Pool)
+    assert context.manifest.shared == {}
+
+
+async def test_shared_state_keeps_the_type_its_maker_gave() -> None:
+    context = BuildContext(composer.Manifest(version=1))
+    first: list[int] = context.shared("numbers", lambda: [1])
+    first.append(2)
+    assert context.shared("numbers", list) == [1, 2]
+
+
+async def test_async_with_a_registry_closes_its_providers_and_not_the_manifest() -> None:
+    seen: list[str] = []
+    manifest, types = hooked_manifest(seen)
+    closed: list[str] = []
+
+    class Pool:
+        async def aclose(self) -> None:
+            closed.append("pool")
+
+    BuildContext(manifest).shared("pool", Pool)
+    async with build_registry(manifest, types=types) as registry:
+        assert registry.names == ["h", "b"]
+    assert seen == ["aclose"]
+    assert closed == []  # the manifest's shared state is the manifest's to close
+    async with manifest:
+        pass
+    assert closed == ["pool"]
+
+
+async def test_async_with_a_loaded_manifest_closes_its_shared_state(tmp_path: Path) -> None:
+    closed: list[str] = []
+
+    class Pool:
+        async def aclose(self) -> None:
+            closed.append("pool")
+
+    path = write(tmp_path / "m.yaml", "version: 1\nproviders: [{name: s, type: static, text: T}]\n")
+    loaded: list[composer.Manifest] = []
+
+    async def use_then_fail() -> None:
+        async with composer.load_manifest(path) as manifest:
+            loaded.append(manifest)
+            BuildContext(manifest).shared("pool", Pool)
+            branch = Branch("s")
+            composer.attach(branch, manifest)
+            assert (await prepare_turn(branch, "x")).guidance == "sT"
+            raise RuntimeError("inside")  # closed on the way out of an error too
+
+    with pytest.raises(RuntimeError, match="inside"):
+        await use_then_fail()
+    assert closed == ["pool"]
+    assert loaded[0].shared == {}

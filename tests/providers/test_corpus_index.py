@@ -184,9 +184,9 @@ def test_a_survey_predicts_the_truncation_without_building(tmp_path: Path) -> No
 def test_the_vocabulary_is_compacted_when_most_terms_are_gone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import builtin_providers.file_corpus as file_corpus
+    import builtin_providers._corpus_index as corpus_index
 
-    monkeypatch.setattr(file_corpus, "_DEAD_TERMS", 10)
+    monkeypatch.setattr(corpus_index, "_DEAD_TERMS", 10)
     page = tmp_path / "page.md"
     other = tmp_path / "other.md"
     page.write_text(" ".join(f"old{i}" for i in range(50)) + " kept\n")

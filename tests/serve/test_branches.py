@@ -53,6 +53,26 @@ async def test_each_branch_id_has_its_own_registry_kept_between_turns() -> None:
         await served.aclose()
 
 
+async def test_leaving_async_with_closes_every_branch_and_the_manifest() -> None:
+    """The service takes the manifest it is given: leaving it, on an error too, closes each
+    branch's registry and then the manifest's shared state (the dev corpus index among it)."""
+    manifest = load_manifest(CONFIGS, env="dev")
+    served = ContextService(manifest)
+
+    async def serve_then_fail() -> None:
+        async with served:
+            await served.turn(turn("a"))
+            await served.turn(turn("b"))
+            assert len(served.branches) == 2
+            assert manifest.shared  # the corpus index, the memory store
+            raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        await serve_then_fail()
+    assert len(served.branches) == 0
+    assert manifest.shared == {}
+
+
 async def test_the_least_recently_used_branch_goes_over_the_bound() -> None:
     served = service(max_branches=2)
     try:

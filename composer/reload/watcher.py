@@ -39,12 +39,12 @@ from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from composer.build import ManifestRegistry, build_registry
-from composer.catalog import ProviderTypes
+from composer.catalog import ProviderTypes, catalog_of
 from composer.errors import ManifestError
 from composer.manifest.loader import load_manifest
 from composer.manifest.models import Manifest
-from composer.observe.changes import Digests, Inputs, has_watchfiles, snapshot
 from composer.registry import BranchLike, InstructionLike, ProviderReport
+from composer.reload.changes import Digests, Inputs, has_watchfiles, snapshot
 
 if TYPE_CHECKING:
     from composer.observe.metrics import Metrics
@@ -180,7 +180,7 @@ class ManifestWatcher:
         before = await asyncio.to_thread(snapshot, inputs)
         manifest = await asyncio.to_thread(self._load)
         if self._types is None:
-            self._types = manifest.types  # later loads do not rescan the entry points
+            self._types = catalog_of(manifest)  # later loads do not rescan the entry points
         await self._warm(manifest)
         self._accept(manifest, inputs, before)
         self._publish(manifest)
@@ -267,11 +267,8 @@ class ManifestWatcher:
     async def _warm(self, manifest: Manifest) -> None:
         """Build a registry of the new manifest (a provider that cannot be built fails the
         reload, not a turn) and, with ``warm_up``, its shared state (indexes, pools)."""
-        registry = build_registry(manifest)
-        try:
+        async with build_registry(manifest) as registry:
             failures = await registry.warm_up() if self._warm_up else {}
-        finally:
-            await registry.aclose()
         for name, error in failures.items():
             logger.warning(
                 "%s",

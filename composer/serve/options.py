@@ -1,0 +1,33 @@
+"""How ``composer serve`` guards itself: the options both transports read (HTTP and MCP over
+HTTP), in a module of their own so that neither server module imports the other for them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from composer.serve.principals import Principals
+
+__all__ = ["ServeOptions"]
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How the server guards itself; the defaults suit one host's agents."""
+
+    token: str | None = None
+    """One bearer token: the one-principal form (``default``)."""
+    principals: Principals | None = None
+    """Several callers, each with its token and bound metadata (takes the place of ``token``)."""
+    max_body_bytes: int = 1 << 20
+    rate: float = 100.0
+    """Requests a second per client (``client_group``) and per principal; 0 switches the
+    limits off (the ceiling too)."""
+    burst: int = 200
+    ceiling: float | None = None
+    """Requests a second over all clients together (default: ten times ``rate``)."""
+    mcp: bool = True
+    """Serve MCP over streamable HTTP at ``/mcp`` as well."""
+    host: str = "127.0.0.1"
+    """The address listened on: the MCP transport's DNS-rebinding guard depends on it."""
+    access_log: bool = False
+    """Log one line per request with its principal (``composer.serve.access``)."""
