@@ -125,27 +125,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(sorted(c) for c in components)
 
 
-KNOWN_CLI_CYCLE = {
-    ("composer.cli.audit", "composer.cli.main"),
-    ("composer.cli.memory", "composer.cli.main"),
-    ("composer.cli.serve", "composer.cli.main"),
-    ("composer.cli.watch", "composer.cli.main"),
-}
-"""Commands that import helpers of ``cli/main`` (which imports them): the CLI's own cycle, cut
-by the CLI's move to one module per command. Delete each edge once that is merged; the test
-below fails while a listed edge no longer exists, so the list cannot outlive the cycle."""
-
-
 def test_no_module_imports_itself_through_others() -> None:
-    graph = import_graph()
-    for importer, imported in KNOWN_CLI_CYCLE:
-        graph.get(importer, set()).discard(imported)
-    assert cycles(graph) == []
-
-
-def test_every_known_cli_cycle_edge_still_exists() -> None:
-    graph = import_graph()
-    assert {(a, b) for a, b in KNOWN_CLI_CYCLE if b not in graph.get(a, set())} == set()
+    assert cycles(import_graph()) == []
 
 
 def test_the_cycle_finder_sees_guarded_and_function_local_imports() -> None:
@@ -159,18 +140,13 @@ def test_the_cycle_finder_sees_guarded_and_function_local_imports() -> None:
     assert any({"composer.build", "composer.observe.record"} <= set(c) for c in cycles(graph))
 
 
-# The old address of the watcher's change detection, re-exporting composer.reload.changes
-# until the CLI imports the new one; delete with the module.
-MOVED_SHIMS = {"composer.observe.changes"}
-
-
 def test_observing_turns_is_below_the_engine() -> None:
     """The engine hands every turn to ``composer.observe``, so nothing there imports the
     engine or what is built on it (hot reload is ``composer.reload``)."""
     above = ("composer.build", "composer.reload", "composer.serve", "composer.cli")
     graph = import_graph()
     for module in graph:
-        if within(module, "composer.observe") and module not in MOVED_SHIMS:
+        if within(module, "composer.observe"):
             assert not any(within(n, a) for n in graph[module] for a in above), module
 
 
@@ -181,18 +157,13 @@ def test_models_know_no_catalog_and_no_plugin_contract() -> None:
     assert not any(within(n, m) for n in models for m in ("composer.catalog", "composer.plugin"))
 
 
-# composer.cli.memory opens composer's stores for `composer memory`; the CLI's branch moves
-# that behind an entry point. Delete once merged.
-KNOWN_BUILTIN_IMPORTERS = {"composer.cli.memory"}
-
-
 def test_composer_imports_nothing_of_the_builtin_types() -> None:
     importers = {
         module
         for module, imports in MODULES.items()
         if within(module, "composer") and any(within(n, "builtin_providers") for n in imports)
     }
-    assert importers == KNOWN_BUILTIN_IMPORTERS
+    assert importers == set()
 
 
 def test_yaml_reading_knows_no_models_and_models_know_no_runtime() -> None:

@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from composer.catalog import ProviderTypes
+from composer.catalog import ProviderTypes, catalog_of
 from composer.cli.preview import DEFAULT_SYSTEM, Preview, run_preview
 from composer.cli.terminate import run
 from composer.errors import ComposerError, ManifestError, ProviderError, SettingsError
@@ -395,7 +395,7 @@ async def _run_case(tests: Tests, index: int) -> CaseResult:
     if result.errors:
         return result
     responses = {name: _recorded(value) for name, value in case.responses.items()}
-    types = manifest.types or ProviderTypes.installed()
+    types = catalog_of(manifest) or ProviderTypes.installed()
     try:
         preview = await run_preview(
             manifest,

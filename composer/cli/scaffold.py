@@ -15,12 +15,7 @@ from pathlib import Path
 
 from composer.errors import ComposerError
 
-__all__ = ["FILES", "ScaffoldError", "scaffold"]
-
-
-class ScaffoldError(ComposerError):
-    """The folder cannot take the scaffold (a file is there already, or it cannot be written)."""
-
+__all__ = ["FILES", "scaffold"]
 
 _BASE = """\
 # yaml-language-server: $schema=manifest.schema.json
@@ -158,13 +153,14 @@ FILES: dict[str, str] = {
 def scaffold(folder: Path, *, team: str = "the ops team", force: bool = False) -> list[Path]:
     """Write the scaffold into ``folder`` (made if missing); the files written, in order.
 
-    A file that exists already stops it before anything is written, unless ``force``.
+    A file that exists already stops it before anything is written, unless ``force``; that,
+    or a file it cannot write, is a ``ComposerError``.
     """
     targets = {folder / name: text.replace("{team}", team) for name, text in FILES.items()}
     if not force:
         there = [str(path) for path in targets if os.path.lexists(path)]
         if there:
-            raise ScaffoldError(
+            raise ComposerError(
                 f"{len(there)} of the files exist already ({', '.join(there[:3])}"
                 f"{', ...' if len(there) > 3 else ''}); use --force to replace them"
             )
@@ -175,5 +171,5 @@ def scaffold(folder: Path, *, team: str = "the ops team", force: bool = False) -
             path.write_text(text, encoding="utf-8")
             written.append(path)
     except OSError as e:
-        raise ScaffoldError(f"cannot write {e.filename}: {e.strerror or e}") from e
+        raise ComposerError(f"cannot write {e.filename}: {e.strerror or e}") from e
     return written

@@ -1,7 +1,7 @@
 """``composer preview --watch``: the preview again on every change of what the manifest reads.
 
 The manifest's file, the files it extends, the ``.env`` file and the secrets folder
-(``composer.observe.changes.Inputs``) are digested every ``poll_s`` seconds; when a digest
+(``composer.reload.changes.Inputs``) are digested every ``poll_s`` seconds; when a digest
 changes, the preview runs again through the same command function as without ``--watch``, so
 a broken edit shows its located errors (on stderr) where the table was. On a terminal the
 screen is cleared before each run; otherwise runs are separated by a line. Ctrl-C stops.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
-    from composer.observe.changes import Digests, Inputs
+    from composer.reload.changes import Digests, Inputs
 
 __all__ = ["watch_preview"]
 
@@ -32,7 +32,7 @@ def watch_preview(
     poll_s: float = 0.25,
 ) -> int:
     """Run ``run`` (the preview command) now and after each change, until interrupted."""
-    from composer.observe.changes import snapshot
+    from composer.reload.changes import snapshot
 
     once = argparse.Namespace(**{**vars(args), "watch": False})
     first = True
@@ -60,7 +60,7 @@ def _inputs(args: argparse.Namespace) -> Inputs:
     errors."""
     from composer.errors import ComposerError, ManifestError
     from composer.manifest.loader import load_manifest
-    from composer.observe.changes import Inputs
+    from composer.reload.changes import Inputs
 
     manifest = error = None
     try:
@@ -78,7 +78,7 @@ def _inputs(args: argparse.Namespace) -> Inputs:
 
 
 def _wait_for_change(inputs: Inputs, digests: Digests, poll_s: float) -> None:
-    from composer.observe.changes import snapshot
+    from composer.reload.changes import snapshot
 
     while snapshot(inputs) == digests:
         time.sleep(poll_s)

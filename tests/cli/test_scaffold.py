@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from netblock import blocked_pythonpath
 
-from composer.cli.scaffold import FILES, ScaffoldError, scaffold
+from composer.cli.scaffold import FILES, scaffold
+from composer.errors import ComposerError
 
 ROOT = Path(__file__).parents[2]
 
@@ -69,7 +70,7 @@ def test_init_into_a_folder_with_those_files_changes_nothing(tmp_path: Path) -> 
 
 def test_the_scaffold_never_overwrites_a_file(tmp_path: Path) -> None:
     (tmp_path / "base.yaml").write_text("mine\n")
-    with pytest.raises(ScaffoldError, match=r"1 of the files exist already .*--force"):
+    with pytest.raises(ComposerError, match=r"1 of the files exist already .*--force"):
         scaffold(tmp_path)
     assert (tmp_path / "base.yaml").read_text() == "mine\n"
     assert not (tmp_path / "dev.yaml").exists()  # nothing was written

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from pathlib import Path
 
     from composer.catalog import ProviderTypes
-    from composer.cli.scaffold import ScaffoldError, scaffold
+    from composer.cli.scaffold import scaffold
     from composer.cli.schema import write_schemas
     from composer.errors import ComposerError
 
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     try:
         written = scaffold(folder, team=args.team, force=args.force)
         written += write_schemas(folder, ProviderTypes.installed())
-    except (ScaffoldError, ComposerError) as e:
+    except ComposerError as e:
         output.error(f"composer init: {e}")
         return FAILURE
     for path in written:
