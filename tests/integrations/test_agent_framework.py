@@ -192,7 +192,8 @@ async def test_stable_prefix_keeps_the_instructions_and_puts_the_context_before_
     assert "replaced in May" in first.messages[context_messages(first)[0]]["content"]
     assert "91% full" not in first.text()  # the tool has not run yet
     assert "91% full" in later.messages[context_messages(later)[0]]["content"]
-    assert prefix_breaks([first, later]) == []  # turn to turn (the loop's call repeats first)
+    assert loop.messages[: len(first.messages)] == first.messages  # within the turn: all of it
+    assert prefix_breaks([first, later]) == []  # turn to turn: all but the context block
     assert "<context>" not in stored(session)
     assert "NOTES:" not in stored(session)
 
