@@ -4,8 +4,10 @@ its turns through ``ComposerContextProvider``, against FakeChat on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,11 +41,14 @@ from composer.turn import CONTEXT_CLOSE, CONTEXT_OPEN
 
 ROOT = Path(__file__).parents[2]
 SYSTEM = "You are the on-call assistant."
-RULES = "RULES: put the exact command first."
+RULES = "RULES for ops: put the exact command first."
 MANIFEST = """\
 version: 1
 providers:
-  - {name: rules, type: static, text: "RULES: put the exact command first."}
+  - name: rules
+    type: static
+    stable: true
+    text: "RULES for {{ branch.name }}: put the exact command first."
   - name: notes
     type: memory
     source: {sqlite: notes.sqlite}
@@ -54,34 +59,36 @@ providers:
 """
 
 
-class SleepConfig(ProviderConfig):
-    """``type: sleep``: answers after ``seconds`` (longer than its ``timeout_s``)."""
+class ProbeConfig(ProviderConfig):
+    """``type: probe``: counts its calls, answers ``PROBE call N`` after ``sleep_s``."""
 
-    type: Literal["sleep"] = "sleep"
-    seconds: float = 30.0
+    type: Literal["probe"] = "probe"
+    sleep_s: float = 0.0
 
 
-class SleepProvider:
-    def __init__(self, config: SleepConfig) -> None:
+class ProbeProvider:
+    def __init__(self, config: ProbeConfig) -> None:
         self.name = config.name
-        self.seconds = config.seconds
+        self.sleep_s = config.sleep_s
+        self.calls = 0
 
     async def provide(self, branch: Any, instruction: Any) -> str:
-        await asyncio.sleep(self.seconds)
-        return "SLEPT"
+        self.calls += 1
+        await asyncio.sleep(self.sleep_s)
+        return f"PROBE call {self.calls}"
 
 
-def _sleep(config: SleepConfig, context: BuildContext) -> SleepProvider:
-    return SleepProvider(config)
+def _probe(config: ProbeConfig, context: BuildContext) -> ProbeProvider:
+    return ProbeProvider(config)
 
 
-SLEEP = ProviderType("sleep", SleepConfig, _sleep, "Test provider that outlasts its timeout.")
+PROBE = ProviderType("probe", ProbeConfig, _probe, "Test provider that counts its calls.")
 
 
 def load(tmp_path: Path, extra: str = "") -> composer.Manifest:
     path = tmp_path / "m.yaml"
     path.write_text(textwrap.dedent(MANIFEST) + extra)
-    return composer.load_manifest(path, types=ProviderTypes([static_type, memory_type, SLEEP]))
+    return composer.load_manifest(path, types=ProviderTypes([static_type, memory_type, PROBE]))
 
 
 async def remember(manifest: composer.Manifest, note: str) -> None:
@@ -163,10 +170,29 @@ async def test_the_blocks_reach_each_model_request_once_and_the_session_stores_n
     kept = stored(session)
     assert "Is the db1 disk healthy?" in kept
     assert "And db2?" in kept
-    assert RULES not in kept
+    assert "RULES" not in kept
     assert "NOTES:" not in kept
     assert provider.report("thread-7") is not None
     assert provider.report("thread-7") != report  # the second turn's
+
+
+async def test_a_run_is_composed_once_for_all_its_model_calls(
+    tmp_path: Path, chat: FakeChat, openai: AsyncOpenAI
+) -> None:
+    manifest = load(tmp_path, "  - {name: probe, type: probe}\n")
+    chat.reply_tool_call("disk_usage", {"host": "db1"})
+    provider = ComposerContextProvider(manifest)
+    async with provider, agent(openai, provider) as ops:
+        session = ops.create_session()
+        await ops.run("Check the db1 disk", session=session)
+        await ops.run("Thanks", session=session)
+    await manifest.aclose()
+    first, loop, later = chat.requests
+    assert len(loop.messages) == len(first.messages) + 2  # the tool call and its output
+    assert first.messages[0] == loop.messages[0]
+    assert first.text().count("PROBE call 1") == loop.text().count("PROBE call 1") == 1
+    assert "PROBE call 2" in later.text()
+    assert "PROBE call 1" not in later.text()
 
 
 async def test_stable_prefix_keeps_the_instructions_and_puts_the_context_before_the_user(
@@ -217,8 +243,7 @@ async def test_a_tool_result_reaches_memory_writeback_and_a_later_turn(
 async def test_a_provider_that_times_out_leaves_the_run_answering(
     tmp_path: Path, chat: FakeChat, openai: AsyncOpenAI
 ) -> None:
-    extra = "  - {name: status, type: sleep, seconds: 30, timeout_s: 0.2}\n"
-    manifest = load(tmp_path, extra)
+    manifest = load(tmp_path, "  - {name: status, type: probe, sleep_s: 30, timeout_s: 0.2}\n")
     async with ComposerContextProvider(manifest) as provider, agent(openai, provider) as ops:
         session = ops.create_session()
         started = time.monotonic()
@@ -231,7 +256,7 @@ async def test_a_provider_that_times_out_leaves_the_run_answering(
     assert report is not None
     assert [(o.name, o.outcome) for o in report.outcomes][-1] == ("status", "timeout")
     assert chat.requests[0].text().count(RULES) == 1
-    assert "SLEPT" not in chat.requests[0].text()
+    assert "PROBE" not in chat.requests[0].text()
 
 
 async def test_a_streamed_run_is_composed_and_written_back_like_any_run(
@@ -252,6 +277,17 @@ async def test_a_streamed_run_is_composed_and_written_back_like_any_run(
     (at,) = context_messages(chat.requests[2])
     assert "db7: disk 91% full" in chat.requests[2].messages[at]["content"]
     assert "<context>" not in stored(session)
+
+
+def test_without_the_framework_the_import_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "agent_framework", None)  # None: the import fails
+    monkeypatch.delitem(sys.modules, "composer.integrations.agent_framework")
+    with pytest.raises(
+        ImportError, match=re.escape("pip install 'context-composer[agent_framework]'")
+    ):
+        importlib.import_module("composer.integrations.agent_framework")
 
 
 def test_the_example_keeps_each_request_a_prefix_of_the_next(

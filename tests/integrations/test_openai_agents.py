@@ -5,8 +5,10 @@ off in every run (``RunConfig(tracing_disabled=True)``): nothing is exported any
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +47,31 @@ from composer.plugin import BuildContext, ProviderType
 from composer.turn import CONTEXT_CLOSE, CONTEXT_OPEN
 
 ROOT = Path(__file__).parents[2]
+LOOPBACK_ONLY = """
+import socket, sys
+
+_connect = socket.socket.connect
+
+
+def _loopback_only(self, address):
+    if isinstance(address, tuple) and address[0] not in ("127.0.0.1", "::1"):
+        sys.stderr.write(f"BLOCKED connect {address!r}\\n")
+        raise OSError("only loopback in this test")
+    return _connect(self, address)
+
+
+def _loopback_names(host, *args, **kwargs):
+    if host not in ("127.0.0.1", "::1", "localhost", None):
+        sys.stderr.write(f"BLOCKED lookup {host!r}\\n")
+        raise socket.gaierror("only loopback in this test")
+    return _getaddrinfo(host, *args, **kwargs)
+
+
+_getaddrinfo = socket.getaddrinfo
+socket.socket.connect = _loopback_only
+socket.getaddrinfo = _loopback_names
+"""
+"""A child's ``sitecustomize``: any connection off loopback is refused and reported."""
 SYSTEM = "You are the on-call assistant."
 RULES = "RULES for ops: put the exact command first."
 MANIFEST = """\
@@ -292,10 +319,22 @@ async def test_a_provider_that_times_out_leaves_the_run_answering(
     assert "PROBE" not in chat.requests[0].text()
 
 
+def test_without_the_framework_the_import_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "agents", None)  # None: the import fails
+    monkeypatch.delitem(sys.modules, "composer.integrations.openai_agents")
+    with pytest.raises(
+        ImportError, match=re.escape("pip install 'context-composer[openai_agents]'")
+    ):
+        importlib.import_module("composer.integrations.openai_agents")
+
+
 def test_the_example_keeps_each_request_a_prefix_of_the_next(
     tmp_path: Path, chat: FakeChat
 ) -> None:
-    """``examples/openai_agents.py --turns 3 --placement stable_prefix``, against FakeChat.
+    """``examples/openai_agents.py --turns 3 --placement stable_prefix``, against FakeChat,
+    with every connection off loopback refused (and reported).
 
     The example makes one model request per turn (FakeChat answers text). ``prefix_breaks``
     checks that each request begins with the previous one's messages, each the same JSON
@@ -307,7 +346,9 @@ def test_the_example_keeps_each_request_a_prefix_of_the_next(
     shutil.copytree(ROOT / "configs", configs, ignore=shutil.ignore_patterns("*.sqlite*"))
     for answer in ("first answer", "second answer", "last answer"):
         chat.reply(answer)
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(LOOPBACK_ONLY)
+    path = [str(tmp_path / "site"), str(ROOT), os.environ.get("PYTHONPATH")]
     done = subprocess.run(
         [
             sys.executable,
@@ -317,12 +358,17 @@ def test_the_example_keeps_each_request_a_prefix_of_the_next(
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": path},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, path)),
+            "OPENAI_API_KEY": "k",
+        },
         timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "last answer"
+    assert "BLOCKED" not in done.stderr  # with a key set, traces would go to OpenAI's API
     assert len(chat.requests) == 3
     assert prefix_breaks(chat.requests) == []
     for request in chat.requests:
