@@ -4,7 +4,8 @@
 ComposerInputFilter(manifest, session)))``. The SDK calls the filter right before each model
 call with the instructions and input items it is about to send, and sends what it returns;
 the session stores the run's own input and output, never what the filter adds. A turn is the
-input's newest user message (the run's; model calls after tool calls keep it), composed once
+input up to its newest user message (the model calls after a tool call only add to it; a
+retry of the same input is the same turn), composed once, with that message's text
 (``session.session_id`` is the conversation, the agent's name the branch name):
 
 * the composed instructions follow the agent's own (after a newline) on each model call;
@@ -19,6 +20,7 @@ input's newest user message (the run's; model calls after tool calls keep it), c
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -70,7 +72,8 @@ class ComposerInputFilter:
         )
         self.name = name
         self.metadata = dict(metadata or {})
-        self._turn: tuple[int, str] | None = None  # the newest user message: position, text
+        self._turn: str | None = None  # a digest of the input up to the newest user message
+        self._text = ""  # that message's text
         self._composed: Composed | None = None
         self._written: set[str] = set()  # call ids of the turn's outputs written back
 
@@ -82,27 +85,39 @@ class ComposerInputFilter:
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         items = list(data.model_data.input)
         at = _newest_user(items)
-        turn = (at, _text(items[at])) if at is not None else (len(items), "")
+        end = len(items) if at is None else at
+        turn = _digest(items[: end + 1])
         if self._composed is None or turn != self._turn:
-            if self._turn is not None and self._turn[0] < turn[0]:  # the last turn's leftovers
-                await self._write_back(items[self._turn[0] + 1 : turn[0]])
+            await self._leftovers(items[:end])
             self._written = set()
+            self._text = "" if at is None else _text(items[at])
             self._composed = await self.composer.compose(
                 self.conversation,
-                turn[1],
+                self._text,
                 name=self.name if self.name is not None else data.agent.name,
                 metadata=self.metadata,
             )
             self._turn = turn
-        await self._write_back(items[turn[0] + 1 :])
+        await self._write_back(items[end + 1 :])
         composed = self._composed
         instructions = data.model_data.instructions
         if composed.instructions:
             instructions = "\n".join(filter(None, [instructions, composed.instructions]))
         if composed.context is not None:
             block: TResponseInputItem = {"role": "user", "content": composed.context}
-            items.insert(turn[0], block)
+            items.insert(end, block)
         return ModelInputData(input=items, instructions=instructions)
+
+    async def _leftovers(self, history: Sequence[TResponseInputItem]) -> None:
+        """The last turn's outputs no model call answered (its run ended on a tool): they
+        follow the previous user message, when that is the last turn's."""
+        before = _newest_user(history)
+        if (
+            before is not None
+            and self._composed is not None
+            and _text(history[before]) == self._text
+        ):
+            await self._write_back(history[before + 1 :])
 
     async def _write_back(self, items: Sequence[TResponseInputItem]) -> None:
         """The outputs among ``items`` not written back yet, with the calls they answer."""
@@ -139,6 +154,13 @@ class ComposerInputFilter:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _digest(items: Sequence[TResponseInputItem]) -> str:
+    """What identifies a turn: the input up to its newest user message (a run's later model
+    calls add only after it; a retry of the same input is the same turn)."""
+    text = json.dumps(items, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _newest_user(items: Sequence[TResponseInputItem]) -> int | None:

@@ -229,6 +229,19 @@ async def test_a_turn_is_composed_once_for_all_its_model_calls(
     assert "PROBE call 1" not in later.text()
 
 
+async def test_a_retry_of_the_same_input_is_the_same_turn(
+    tmp_path: Path, chat: FakeChat, openai: AsyncOpenAI
+) -> None:
+    manifest = load(tmp_path, "  - {name: probe, type: probe}\n")
+    async with ComposerInputFilter(manifest, "stateless") as composing:
+        config = RunConfig(call_model_input_filter=composing, tracing_disabled=True)
+        for text in ("Check the db1 disk", "Check the db1 disk", "Check the db2 disk"):
+            await Runner.run(agent(openai), text, run_config=config)
+    await manifest.aclose()
+    assert [r.text().count("PROBE call 1") for r in chat.requests] == [1, 1, 0]
+    assert "PROBE call 2" in chat.requests[2].text()
+
+
 async def test_stable_prefix_keeps_the_instructions_and_puts_the_context_before_the_user(
     tmp_path: Path, chat: FakeChat, openai: AsyncOpenAI
 ) -> None:
