@@ -167,6 +167,7 @@ async def test_the_blocks_reach_each_model_request_once_and_the_session_stores_n
         assert request.text().count(RULES) == 1
         assert request.messages[0]["content"].startswith(SYSTEM + "\n" + RULES)
     assert chat.requests[0].text().count("NOTE: db1 disk was replaced in May") == 1
+    assert prefix_breaks(chat.requests) == ["request 2 does not begin with request 1"]  # adr
     kept = stored(session)
     assert "Is the db1 disk healthy?" in kept
     assert "And db2?" in kept
