@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # run as a script: localserver b
 
 from localserver import serving
 
-__all__ = ["FakeChat", "Request", "serve_chat"]
+__all__ = ["FakeChat", "Request", "prefix_breaks", "serve_chat", "without_context"]
 
 MODEL = "gpt-4.1-mini"
 
@@ -155,6 +155,39 @@ def serve_chat() -> Iterator[FakeChat]:
     state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     with serving(httpd):
         yield state
+
+
+def without_context(message: dict[str, Any]) -> dict[str, Any] | None:
+    """A user message with the turn's composed context block (``stable_prefix``) taken out:
+    None when the message was only that block, its text after the block when the block was
+    prepended to it, the message itself otherwise."""
+    from composer.turn import CONTEXT_CLOSE, CONTEXT_OPEN
+
+    content = message.get("content")
+    if message.get("role") != "user" or not isinstance(content, str):
+        return message
+    if not content.startswith(CONTEXT_OPEN) or CONTEXT_CLOSE not in content:
+        return message
+    rest = content[content.index(CONTEXT_CLOSE) + len(CONTEXT_CLOSE) :].removeprefix("\n")
+    return {**message, "content": rest} if rest else None
+
+
+def prefix_breaks(requests: list[Request]) -> list[str]:
+    """Where a request does not begin with the whole previous request, context block aside.
+
+    For each request after the first: the previous request's messages, each with its context
+    block taken out (``without_context``), must be the first messages of this one, each the
+    same JSON text as sent (keys in the order sent). So the system text, the history and the
+    previous user message are byte-identical, and only the newest turn's part is new.
+    """
+    breaks: list[str] = []
+    for number in range(1, len(requests)):
+        kept = [without_context(m) for m in requests[number - 1].messages]
+        before = [json.dumps(m) for m in kept if m is not None]
+        sent = [json.dumps(m) for m in requests[number].messages]
+        if sent[: len(before)] != before:
+            breaks.append(f"request {number + 1} does not begin with request {number}")
+    return breaks
 
 
 if __name__ == "__main__":
