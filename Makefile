@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic_ai]'
+	$(BIN)/pip install --quiet -e '.[dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic_ai,agent_framework,openai_agents]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -225,8 +225,8 @@ class ContextProviderRegistry:
                 if index in kept:
                     blocks.append(text)
                     fired.append({"provider_name": entry.name, "tokens": tokens})
-                outcomes[index] = _outcome(
-                    (entry.name, kind, tokens, ms, type(cause).__name__, reason)
+                outcomes[index] = ProviderOutcome(
+                    entry.name, kind, tokens, ms, type(cause).__name__, reason
                 )
                 continue
             if index in kept:
