@@ -206,7 +206,7 @@ INTERNAL_SIGNALS = {
     "builtin_providers/_net.py:BodyTooLarge": "http: becomes ProviderError",
     "builtin_providers/_net.py:UndecodableBody": "http: becomes ProviderError",
     "builtin_providers/http.py:_Retry": "http: one more attempt",
-    "composer/templating/sandbox.py:RenderLimitExceeded": "a Jinja SecurityError: TemplateError",
+    "composer/templating/limits.py:RenderLimitExceeded": "a Jinja SecurityError: TemplateError",
 }
 
 

@@ -6,7 +6,11 @@
 * ``overlay``: the ``extends`` merge rules over those trees;
 * ``validation_errors``: pydantic errors as located ``ManifestError``s;
 * ``settings``: ``COMPOSER_*``, ``.env`` and the secrets directory;
-* ``loader``: ``load_manifest``, which puts these together.
+* ``chain``: a file and the files it ``extends``, confined to its folder;
+* ``interpolation``: the ``${VAR}`` language, pure;
+* ``values``: a merged tree as the plain values the models validate, with their origins;
+* ``placeholders``: what an unset variable stands for when no value is read;
+* ``loader``: ``load_manifest``, which puts these together and validates.
 """
 
 from composer.manifest.models import (

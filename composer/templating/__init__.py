@@ -1,44 +1,51 @@
 """The template API: compiled templates and expressions, their field types, their context.
 
 Every template in a manifest (a query, a URL, an output format, a ``when`` expression) is
-compiled here at load time, so a syntax error or an unknown name is a located ManifestError
-before the first turn: the pydantic field types (``Template``, ``Expression``,
-``UrlTemplate``, ``template_field``) compile a value as it is validated, and the compiled
-result is cached for the provider that renders it. ``StrictUndefined`` makes reaching for
-internals fail loudly instead of rendering an empty string. User text only ever arrives as a
-variable (``template_context``); it is never compiled.
+compiled at load time, so a syntax error or an unknown name is a located ManifestError before
+the first turn. ``StrictUndefined`` makes reaching for internals fail loudly instead of
+rendering an empty string. User text only ever arrives as a variable (``template_context``);
+it is never compiled. Any failure while rendering, a sandbox refusal or a limit, is a
+``TemplateError`` from ``render`` or ``evaluate``: that provider fails that turn, the turn goes
+on (ADR-0008 D2).
 
-Rendering happens in the bounded sandbox of ``composer.templating.sandbox``, re-exported here
-(``RenderLimits``, ``DEFAULT_LIMITS``, ``environment``). Any failure, a sandbox refusal or a
-limit, is a ``TemplateError`` from ``render`` or ``evaluate``: that provider fails that turn,
-the turn goes on (ADR-0008 D2).
+This package's modules, each one concern, the lower never importing the higher:
+
+* ``limits``: what one render may spend (``RenderLimits``) and the budget it spends;
+* ``measure``: the size of a value, as ``str()`` would print it;
+* ``costs``: what a filter or method will cost, estimated before it runs;
+* ``sandbox``: the bounded Jinja environment, and ``harden`` for a parsed template;
+* ``shapes``: what a template variable holds, and the load-time check of attributes;
+* ``views``: composer's and lionagi's branches and instructions as plain data;
+* ``context``: the names every template sees, their shapes, ``template_context``;
+* ``compiled``: compiled templates and expressions, and what a template reads;
+* ``fields``: the pydantic field types that compile a value as it is validated.
+
+The names below are the API; import them from here.
 """
 
 from __future__ import annotations
 
-import copy
-import functools
-import threading
-from collections.abc import Generator, Mapping
-from datetime import UTC, datetime
-from typing import Annotated, Any, Protocol, cast, runtime_checkable
-
-import jinja2
-from jinja2 import nodes
-from jinja2.environment import TemplateExpression
-from jinja2.parser import Parser
-from pydantic import AfterValidator
-
-from composer.errors import TemplateError
-from composer.templating.sandbox import (
-    DEFAULT_LIMITS,
-    RenderLimits,
-    environment,
-    harden,
-    run_bounded,
+from composer.templating.compiled import (
+    CompiledExpression,
+    CompiledTemplate,
+    Located,
+    ReadPath,
+    compile_expression,
+    compile_template,
+    template_reads,
 )
-from composer.templating.shapes import ANY, TemplateShape, check_shapes
-from composer.templating.views import branch_view, instruction_view
+from composer.templating.context import CONTEXT_NAMES, CONTEXT_SHAPES, template_context
+from composer.templating.fields import (
+    Expression,
+    Template,
+    UrlTemplate,
+    template_check,
+    template_check_exact,
+    template_field,
+)
+from composer.templating.limits import DEFAULT_LIMITS, RenderLimits
+from composer.templating.sandbox import environment
+from composer.templating.shapes import TemplateShape
 
 __all__ = [
     "CONTEXT_NAMES",
@@ -48,6 +55,7 @@ __all__ = [
     "CompiledTemplate",
     "Expression",
     "Located",
+    "ReadPath",
     "RenderLimits",
     "Template",
     "TemplateShape",
@@ -61,394 +69,3 @@ __all__ = [
     "template_field",
     "template_reads",
 ]
-
-# The names every template sees (see template_context).
-CONTEXT_NAMES = frozenset({"instruction", "branch", "provider", "now"})
-
-CONTEXT_SHAPES: Mapping[str, TemplateShape] = {
-    "instruction": TemplateShape.record(text=TemplateShape.of(str), guidance=ANY, context=ANY),
-    "branch": TemplateShape.record(
-        id=TemplateShape.of(str),
-        name=TemplateShape.of(str, None),
-        metadata=TemplateShape("mapping"),
-    ),
-    "provider": TemplateShape.record(name=TemplateShape.of(str)),
-    "now": TemplateShape.of(datetime),
-}
-"""What each of ``CONTEXT_NAMES`` holds (``template_context``), for the load-time check of
-the attributes a template reads (``instruction.txt`` is an error before any turn)."""
-
-Shapes = tuple[tuple[str, TemplateShape], ...]
-"""Shapes by name, hashable (compiled templates are cached by their arguments)."""
-
-
-@runtime_checkable
-class Located(Protocol):
-    """A template source that knows where it was written (a manifest's strings do): run-time
-    failures then name the provider, the field and ``file:line:col``."""
-
-    @property
-    def where(self) -> str: ...
-
-
-def _template_line(error: BaseException) -> int | None:
-    """The line of the template being rendered when ``error`` was raised, if Jinja says."""
-    line = None
-    traceback = error.__traceback__
-    while traceback is not None:
-        if traceback.tb_frame.f_code.co_filename == "<template>":
-            line = traceback.tb_lineno
-        traceback = traceback.tb_next
-    return line
-
-
-_TEMPLATE_MARKERS = ("{{", "{%", "{#")
-
-_FORBIDDEN_NODES: dict[type[nodes.Node], str] = {
-    nodes.Extends: "extends",
-    nodes.Include: "include",
-    nodes.Import: "import",
-    nodes.FromImport: "from ... import",
-}
-
-
-# Names Jinja defines itself inside loops, macros and call blocks.
-_SPECIAL_NAMES = frozenset({"loop", "caller", "varargs", "kwargs"})
-
-
-def _check_names(ast: nodes.Template, allowed: frozenset[str]) -> None:
-    """Refuse loading other templates, ``self``, and any free name outside ``allowed``."""
-    env = environment()
-    for node_type, tag in _FORBIDDEN_NODES.items():
-        if next(ast.find_all(node_type), None) is not None:
-            raise TemplateError(f"'{tag}' is not available in manifest templates")
-    if any(name.name == "self" for name in ast.find_all(nodes.Name)):
-        raise TemplateError("'self' is not available in manifest templates")
-    # find_undeclared_variables also reports names set inside an ``{% if %}`` (they may be
-    # unset on the other branch); a name the template assigns anywhere is not a typo.
-    assigned = {
-        name.name for name in ast.find_all(nodes.Name) if name.ctx in ("store", "param")
-    } | {macro.name for macro in ast.find_all(nodes.Macro)}
-    # The names it reads (what jinja2.meta.find_undeclared_variables reports, less the names
-    # set anywhere, without generating code for it: a third of a template's load time).
-    loaded = {name.name for name in ast.find_all(nodes.Name) if name.ctx == "load"}
-    undeclared = loaded - assigned - _SPECIAL_NAMES
-    unknown = sorted(undeclared - allowed - set(env.globals))
-    if unknown:
-        known = ", ".join(sorted(allowed))
-        raise TemplateError(f"unknown name {unknown[0]!r} in template; available: {known}")
-
-
-ReadPath = tuple[str | int, ...]
-"""What a template reads of its context: a name, then constant attributes or keys
-(``("branch", "metadata", "team")``)."""
-
-
-@functools.lru_cache(maxsize=4096)
-def template_reads(source: str, names: frozenset[str] = CONTEXT_NAMES) -> frozenset[ReadPath]:
-    """The parts of the context names ``names`` that ``source`` can read, each as the
-    longest constant path from the name (``{{ branch.metadata.team }}`` reads
-    ``("branch", "metadata", "team")``; ``branch.metadata[key]`` reads all of
-    ``("branch", "metadata")``).
-
-    What a cached result depends on is found here: a path never under-states what is read (a
-    name passed whole to a filter or assigned to another reads all of it). A text that is not
-    a template, or does not parse, reads nothing.
-    """
-    if not any(marker in source for marker in _TEMPLATE_MARKERS):
-        return frozenset()
-    try:
-        ast = environment().parse(source)
-    except jinja2.TemplateSyntaxError:
-        return frozenset()
-    found: set[ReadPath] = set()
-    _collect_reads(ast, names, found)
-    return frozenset(found)
-
-
-def _collect_reads(node: nodes.Node, names: frozenset[str], found: set[ReadPath]) -> None:
-    path = _read_path(node)
-    if path is not None:
-        if path[0] in names:
-            found.add(path)
-        return
-    for child in node.iter_child_nodes():
-        _collect_reads(child, names, found)
-
-
-def _read_path(node: nodes.Node) -> ReadPath | None:
-    """The constant path ``node`` reads (``a.b["c"]``), or None when it is not one."""
-    if isinstance(node, nodes.Name):
-        return (node.name,) if node.ctx == "load" else None
-    if isinstance(node, nodes.Getattr):
-        base = _read_path(node.node)
-        return None if base is None else (*base, node.attr)
-    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
-        key = node.arg.value
-        if isinstance(key, str | int) and not isinstance(key, bool):
-            base = _read_path(node.node)
-            return None if base is None else (*base, key)
-    return None
-
-
-class _Code:
-    """A checked, hardened template made into Python code when first rendered, once for all
-    its copies: generating and compiling the code is most of a template's cost, and a
-    manifest's templates are loaded (to find mistakes) far more often than all rendered."""
-
-    def __init__(self, ast: nodes.Template) -> None:
-        self._ast = ast
-        self._template: jinja2.Template | None = None
-        self._lock = threading.Lock()
-
-    def template(self) -> jinja2.Template:
-        template = self._template
-        if template is None:
-            with self._lock:
-                if self._template is None:
-                    self._template = environment().from_string(self._ast)
-                template = self._template
-        return template
-
-
-class CompiledTemplate:
-    """A template checked at load time; ``render`` turns a context into text, bounded.
-
-    ``shapes`` (by name) are checked too: an attribute of one of them that cannot exist is a
-    ``TemplateError`` here. ``where`` (set by ``compile_template`` for a located source)
-    prefixes every run-time failure.
-    """
-
-    where: str | None = None
-
-    def __init__(
-        self, source: str, names: frozenset[str], *, url: bool = False, shapes: Shapes = ()
-    ) -> None:
-        self.source = source
-        self.is_constant = not any(marker in source for marker in _TEMPLATE_MARKERS)
-        self._code: _Code | None = None
-        if self.is_constant:
-            return
-        env = environment()
-        try:
-            ast = env.parse(source)
-        except jinja2.TemplateSyntaxError as e:
-            raise TemplateError(f"template syntax error: {e.message}", lineno=e.lineno) from e
-        _check_names(ast, names)
-        if shapes:
-            check_shapes(ast, dict(shapes))
-        self._code = _Code(harden(ast, url))
-
-    def at(self, source: str) -> CompiledTemplate:
-        """This template as compiled from ``source`` (the same text), which may know where it
-        was written; the compiled code is shared."""
-        located = copy.copy(self)
-        located.source = source
-        located.where = source.where if isinstance(source, Located) else None
-        return located
-
-    def _failed(self, message: str, error: BaseException | None = None) -> TemplateError:
-        """A run-time failure, prefixed with where the template was written and its line."""
-        if self.where is None:
-            return TemplateError(message)
-        line = _template_line(error) if error is not None else None
-        at = f"{self.where}, template line {line}" if line and line > 1 else self.where
-        return TemplateError(f"{at}: {message}")
-
-    def render(self, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> str:
-        """Render with ``context``; any failure, a sandbox refusal or a limit, is a TemplateError."""
-        if self._code is None:
-            return self.source
-        template = self._code.template()
-        cap = (limits or DEFAULT_LIMITS).output_chars
-
-        def run() -> str:
-            chunks: list[str] = []
-            size = 0
-            # generate() is a generator: close it so an abandoned render unwinds at once
-            stream = cast(Generator[str, None, None], template.generate(context))
-            try:
-                for chunk in stream:
-                    size += len(chunk)
-                    if size > cap:
-                        raise TemplateError(f"rendered text exceeds {cap} characters")
-                    chunks.append(chunk)
-            finally:
-                stream.close()
-            return "".join(chunks)
-
-        try:
-            return run_bounded(limits, run)
-        except TemplateError as e:
-            if self.where is None:
-                raise
-            raise self._failed(str(e)) from e
-        except Exception as e:
-            raise self._failed(f"template failed: {type(e).__name__}: {e}", e) from e
-
-
-class CompiledExpression:
-    """A Jinja expression such as a provider's ``when``; ``evaluate`` returns its value."""
-
-    where: str | None = None
-
-    def __init__(self, source: str, names: frozenset[str], *, shapes: Shapes = ()) -> None:
-        self.source = source
-        env = environment()
-        try:
-            parser = Parser(env, source, state="variable")
-            expr = parser.parse_expression()
-            if not parser.stream.eos:
-                raise jinja2.TemplateSyntaxError(
-                    "unexpected text after the expression", parser.stream.current.lineno
-                )
-        except jinja2.TemplateSyntaxError as e:
-            raise TemplateError(f"expression syntax error: {e.message}") from e
-        ast = nodes.Template([nodes.Assign(nodes.Name("result", "store"), expr)], lineno=1)
-        ast.set_environment(env)
-        _check_names(ast, names)
-        if shapes:
-            check_shapes(ast, dict(shapes))
-        self._code = _Code(harden(ast))
-
-    def at(self, source: str) -> CompiledExpression:
-        """This expression as compiled from ``source``, which may know where it was written."""
-        located = copy.copy(self)
-        located.source = source
-        located.where = source.where if isinstance(source, Located) else None
-        return located
-
-    def evaluate(self, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> Any:
-        try:
-            expression = TemplateExpression(self._code.template(), undefined_to_none=False)
-            return run_bounded(limits, lambda: expression(**context))
-        except Exception as e:
-            message = f"expression failed: {type(e).__name__}: {e}"
-            raise TemplateError(f"{self.where}: {message}" if self.where else message) from e
-
-
-def compile_template(
-    source: str,
-    names: frozenset[str] = CONTEXT_NAMES,
-    *,
-    url: bool = False,
-    shapes: Mapping[str, TemplateShape] | None = None,
-) -> CompiledTemplate:
-    """Compile ``source``, allowing only ``names`` (plus Jinja's safe globals) as variables.
-
-    With ``url=True`` every ``{{ }}`` output is percent-encoded, ``/`` included, unless the
-    template pipes it through ``urlencode`` itself. With ``shapes``, reading an attribute of
-    one of those variables that cannot exist is an error. A source read from a manifest
-    (``Located``) makes its run-time failures say where it was written.
-    """
-    compiled = _compiled_template(str.__str__(source), names, url, _frozen(shapes))
-    return compiled if type(source) is str else compiled.at(source)
-
-
-@functools.lru_cache(maxsize=1024)
-def _compiled_template(
-    source: str, names: frozenset[str], url: bool, shapes: Shapes
-) -> CompiledTemplate:
-    return CompiledTemplate(source, names, url=url, shapes=shapes)
-
-
-def compile_expression(
-    source: str,
-    names: frozenset[str] = CONTEXT_NAMES,
-    *,
-    shapes: Mapping[str, TemplateShape] | None = None,
-) -> CompiledExpression:
-    """Compile a Jinja expression, allowing only ``names`` as variables (see
-    ``compile_template`` for ``shapes`` and located sources)."""
-    compiled = _compiled_expression(str.__str__(source), names, _frozen(shapes))
-    return compiled if type(source) is str else compiled.at(source)
-
-
-@functools.lru_cache(maxsize=1024)
-def _compiled_expression(source: str, names: frozenset[str], shapes: Shapes) -> CompiledExpression:
-    return CompiledExpression(source, names, shapes=shapes)
-
-
-def _frozen(shapes: Mapping[str, TemplateShape] | None) -> Shapes:
-    return tuple(sorted(shapes.items())) if shapes else ()
-
-
-def template_check(
-    *extra_names: str,
-    expression: bool = False,
-    url: bool = False,
-    shapes: Mapping[str, TemplateShape] | None = None,
-) -> AfterValidator:
-    """The validator behind ``template_field``, for ``Annotated[str, template_check(...)]``
-    (which type checkers accept as a field type where a computed alias is not).
-
-    The template sees ``CONTEXT_NAMES`` (their shapes checked), ``extra_names`` and the
-    names of ``shapes`` (checked against them): ``template_check("query", shapes={"hits":
-    TemplateShape.list_of(HIT)})`` makes ``{{ hit.pth }}`` in a loop over hits an error.
-    """
-    names = CONTEXT_NAMES | frozenset(extra_names) | frozenset(shapes or ())
-    return template_check_exact(names, expression, url, {**CONTEXT_SHAPES, **(shapes or {})})
-
-
-def template_check_exact(
-    names: frozenset[str],
-    expression: bool = False,
-    url: bool = False,
-    shapes: Mapping[str, TemplateShape] | None = None,
-) -> AfterValidator:
-    """A validator compiling the value with exactly ``names`` as its variables: for templates
-    that render outside a turn's context (a block's ``wrap`` sees provider, text and nonce).
-    Only the names given ``shapes`` have their attributes checked."""
-    known = _frozen({name: shape for name, shape in (shapes or {}).items() if name in names})
-
-    def check(value: str) -> str:
-        source = str.__str__(value)  # compiled once per text, wherever it was written
-        try:
-            if expression:
-                _compiled_expression(source, names, known)
-            else:
-                _compiled_template(source, names, url, known)
-        except TemplateError as e:
-            raise ValueError(str(e)) from e
-        return value
-
-    return AfterValidator(check)
-
-
-def template_field(
-    *extra_names: str,
-    expression: bool = False,
-    url: bool = False,
-    shapes: Mapping[str, TemplateShape] | None = None,
-) -> Any:
-    """An ``Annotated[str, ...]`` field type whose value must compile with these extra names.
-
-    Provider config models declare template fields with it, so that validating a manifest
-    compiles every template and a mistake is reported at its line and column.
-    """
-    check = template_check(*extra_names, expression=expression, url=url, shapes=shapes)
-    return Annotated[str, check]
-
-
-Template = template_field()
-Expression = template_field(expression=True)
-UrlTemplate = template_field(url=True)
-
-
-def template_context(
-    branch: Any, instruction: Any, *, provider: str, extra: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The variables a template sees, built the same way for composer and lionagi objects.
-
-    ``instruction`` (text, guidance, context), ``branch`` (id, name, metadata), ``provider``
-    (name) and ``now`` (UTC); plain data, so templates cannot reach the live objects.
-    """
-    context: dict[str, Any] = {
-        "instruction": instruction_view(instruction),
-        "branch": branch_view(branch),
-        "provider": {"name": provider},
-        "now": datetime.now(UTC),
-    }
-    if extra:
-        context.update(extra)
-    return context
