@@ -85,7 +85,7 @@ class _Session:
         a manifest key is reported at that value as not a manifest, and nothing of what it
         holds is shown: a base manifest is checked key by key, which would quote any file.
         """
-        tree, errors = read_yaml(display, file)
+        tree, errors = read_yaml(display, file, overlay_tags=True)
         if via is not None and not (
             isinstance(tree, Map) and any(key in _MANIFEST_KEYS for key in tree.items)
         ):
@@ -673,7 +673,7 @@ def _load(session: _Session, display: str, file: Path) -> Manifest:
         trees = session.chain(display, file)
     except ManifestError as e:
         raise ManifestError.collect(session.redacted(x) for x in [*session.errors, e]) from e
-    manifest = session.validate(merge_chain(trees))
+    manifest = session.validate(merge_chain(trees, session.types))
     if session.errors or manifest is None:
         raise ManifestError.collect(session.redacted(e) for e in session.errors)
     manifest._path = Path(display)

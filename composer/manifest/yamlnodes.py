@@ -8,7 +8,10 @@ nodes are turned into the small ``Scalar``/``Map``/``Seq`` trees here, so that
 * duplicate keys are errors naming both lines; aliases are refused (no "billion laughs");
   nesting depth and file size are capped;
 * whatever PyYAML raises (bad bytes, control characters, syntax) leaves as a located
-  ``ManifestError``; only a regular file is opened, so a FIFO or a device cannot hang a read.
+  ``ManifestError``; only a regular file is opened, so a FIFO or a device cannot hang a read;
+* no tag is read but ``!!str`` and, in a manifest, the overlay tags ``!override`` and
+  ``!reset`` on a key's value (docker compose's names), which only mark the node
+  (``directive``): what they do to a base is ``overlay.py``'s.
 
 Where PyYAML was built with libyaml, its C parser and composer read the file (about ten times
 faster than the pure-Python ones, which take most of a load otherwise), but only for text the
@@ -31,7 +34,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import yaml
 import yaml.composer
@@ -63,6 +66,7 @@ __all__ = [
     "LIBYAML",
     "MAX_BYTES",
     "MAX_DEPTH",
+    "Directive",
     "Map",
     "Mark",
     "Node",
@@ -104,6 +108,12 @@ _NAN = re.compile(r"\.(nan|NaN|NAN)")
 
 # --------------------------------------------------------------------------- located trees
 
+Directive = Literal["", "override", "reset"]
+"""An overlay tag on a key's value: ``!override`` (replace the base value, not merge into
+it), ``!reset`` (remove the key: the field gets its default); "" when untagged."""
+
+_DIRECTIVES: dict[str, Directive] = {"!override": "override", "!reset": "reset"}
+
 
 class Mark(NamedTuple):
     """Where a node starts (a tuple: one is made for every node and key of a file)."""
@@ -123,18 +133,21 @@ class Scalar:
     value: Any  # the raw text for a string (interpolated later), else the typed value
     text: str  # as written (after YAML unescaping)
     is_str: bool
+    directive: Directive = ""
 
 
 @dataclass(slots=True)
 class Map:
     mark: Mark
     items: dict[str, tuple[Mark, Node]] = field(default_factory=dict)  # key -> (key's mark, value)
+    directive: Directive = ""
 
 
 @dataclass(slots=True)
 class Seq:
     mark: Mark
     items: list[Node] = field(default_factory=list)
+    directive: Directive = ""
 
 
 Node = Scalar | Map | Seq
@@ -219,12 +232,14 @@ def read_regular_file(file: Path, limit: int) -> bytes:
 
 
 def read_yaml(
-    display: str, file: Path, *, libyaml: bool = True
+    display: str, file: Path, *, libyaml: bool = True, overlay_tags: bool = False
 ) -> tuple[Node, list[ManifestError]]:
     """``file`` as a located tree, with the mistakes that did not stop reading.
 
     Fatal problems (not a regular file, unreadable, too large, not UTF-8, bad syntax, empty)
     raise. ``libyaml=False`` reads with the pure-Python reader only (the result is the same).
+    ``overlay_tags`` accepts ``!override`` and ``!reset`` (a manifest's); other files refuse
+    them as any other tag.
     """
     try:
         data = read_regular_file(file, MAX_BYTES)
@@ -237,14 +252,14 @@ def read_yaml(
     text = _decode(data, display)
     fast = _compose_with_libyaml(text) if libyaml else _UNSURE
     if fast is not _UNSURE and fast is not None:
-        builder = _Builder(display, file)
+        builder = _Builder(display, file, overlay_tags)
         tree = builder.build(fast)
         if not builder.unsure:
             return tree, builder.errors
     node = _compose(text, display, file)
     if node is None:
         raise ManifestError(display, 1, 1, "empty manifest; expected a mapping with version: 1")
-    builder = _Builder(display, file)
+    builder = _Builder(display, file, overlay_tags)
     return builder.build(node), builder.errors
 
 
@@ -414,22 +429,23 @@ def _compose(text: str, display: str, file: Path) -> YAMLNode | None:
 class _Builder:
     """PyYAML nodes -> located trees; collects duplicate-key and tag errors instead of stopping."""
 
-    def __init__(self, display: str, file: Path) -> None:
+    def __init__(self, display: str, file: Path, overlay_tags: bool = False) -> None:
         self.display = display
         self.file = file
+        self.overlay_tags = overlay_tags
         self.errors: list[ManifestError] = []
         self.depth = 0
         # Nested within a level of MAX_DEPTH (the tree is not built then), or an empty value
         # in a flow collection (``{a: , b: 1}``, whose place the two readers give differently).
         self.unsure = False
 
-    def build(self, node: YAMLNode) -> Node:
+    def build(self, node: YAMLNode, *, value_of_key: bool = False) -> Node:
         self.depth += 1
         try:
             if self.depth >= MAX_DEPTH:
                 self.unsure = True  # the pure-Python reader words this one
                 return Scalar(self.mark(node), None, "", is_str=False)
-            return self._build(node)
+            return self._build(node, value_of_key)
         finally:
             self.depth -= 1
 
@@ -437,18 +453,33 @@ class _Builder:
         start = node.start_mark
         return Mark(self.display, self.file, start.line + 1, start.column + 1)
 
-    def _build(self, node: YAMLNode) -> Node:
-        if node.tag not in _ALLOWED_TAGS.get(type(node), ()):
+    def _build(self, node: YAMLNode, value_of_key: bool) -> Node:
+        directive = _DIRECTIVES.get(node.tag, "") if self.overlay_tags else ""
+        if directive and not value_of_key:
             self.errors.append(
-                self.mark(node).error(f"YAML tag {node.tag!r} is not supported (only !!str is)")
+                self.mark(node).error(
+                    f'the {node.tag} tag marks the value of a key ("key: {node.tag} ..."), '
+                    "not a list item or the whole file"
+                )
             )
+            directive = ""
+        elif not directive and node.tag not in _ALLOWED_TAGS.get(type(node), ()):
+            supported = "!!str, !override and !reset are" if self.overlay_tags else "!!str is"
+            self.errors.append(
+                self.mark(node).error(f"YAML tag {node.tag!r} is not supported (only {supported})")
+            )
+        built: Node
         if isinstance(node, MappingNode):
-            return self.mapping(node)
-        if isinstance(node, SequenceNode):
-            return Seq(self.mark(node), [self.build(item) for item in node.value])
-        if isinstance(node, ScalarNode):
-            return self.scalar(node)
-        raise TypeError(f"unexpected YAML node {type(node).__name__}")
+            built = self.mapping(node)
+        elif isinstance(node, SequenceNode):
+            built = Seq(self.mark(node), [self.build(item) for item in node.value])
+        elif isinstance(node, ScalarNode):
+            built = self.scalar(node, typed=node.tag == _IMPLICIT or node.tag in _DIRECTIVES)
+        else:
+            raise TypeError(f"unexpected YAML node {type(node).__name__}")
+        if directive:
+            built.directive = directive
+        return built
 
     def mapping(self, node: MappingNode) -> Map:
         result = Map(self.mark(node))
@@ -473,7 +504,7 @@ class _Builder:
                     key_mark.error(f'duplicate key "{key}" (first at line {first.line})')
                 )
                 continue
-            result.items[key] = (key_mark, self.build(value_node))
+            result.items[key] = (key_mark, self.build(value_node, value_of_key=True))
         return result
 
     def merge_key(self, result: Map, key_mark: Mark, value_node: YAMLNode) -> None:
@@ -489,11 +520,12 @@ class _Builder:
             for key, item in self.mapping(value_node).items.items():
                 result.items.setdefault(key, item)
 
-    def scalar(self, node: ScalarNode) -> Scalar:
+    def scalar(self, node: ScalarNode, *, typed: bool) -> Scalar:
         text: str = node.value
         mark = self.mark(node)
-        # plain and untagged: typed (libyaml calls the plain style "", PyYAML None)
-        if not node.style and node.tag == _IMPLICIT:
+        # plain and untagged (or with an overlay tag only): typed (libyaml calls the plain
+        # style "", PyYAML None)
+        if not node.style and typed:
             try:
                 value = core_value(text)
             except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
