@@ -55,8 +55,8 @@ def _merge_maps(
     for key, (key_mark, child) in over.items.items():
         if child.directive == "reset":
             items.pop(key, None)
-        elif key not in items or child.directive == "override":
-            items[key] = (key_mark, child)
+        elif key not in items or child.directive or items[key][1].directive == "reset":
+            items[key] = (key_mark, child)  # new, !override, or over a base's own !reset
         elif top and key == "providers" and isinstance(child, Seq):
             old = items[key][1]
             items[key] = (
