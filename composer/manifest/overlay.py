@@ -5,7 +5,8 @@ top-level ``providers`` list merges by provider ``name``. A mapping that selects
 of a union field than the base's (``source: {postgres: ...}`` over ``{sqlite: ...}``, see
 ``variants.py``) replaces it: merged, the two would be neither form. Two tags say the rest
 (docker compose's names): ``!override`` replaces the base value whatever it is, ``!reset``
-removes the key, so that the field gets its default (a key no base has is removed too).
+removes the key, so that the field gets its default (the reader leaves a reset key out of
+its own file too, see ``Map.resets``).
 
 The rules work on located trees (``yamlnodes.py``), before ``${VAR}`` is substituted, so every
 merged value still points at the file and line it came from; they are kept here, apart from
@@ -35,7 +36,6 @@ def merge_chain(trees: Sequence[Map], types: ProviderTypes | None = None) -> Map
     merged = trees[-1]
     for overlay in reversed(trees[:-1]):
         merged = _merge_maps(merged, overlay, Manifest, top=True, types=types)
-    _drop_resets(merged)
     return merged
 
 
@@ -52,11 +52,11 @@ def _merge_maps(
 ) -> Map:
     """``_merge`` for mappings; at the top level ``providers`` merge by name."""
     items = dict(base.items)
+    for key in over.resets:
+        items.pop(key, None)
     for key, (key_mark, child) in over.items.items():
-        if child.directive == "reset":
-            items.pop(key, None)
-        elif key not in items or child.directive or items[key][1].directive == "reset":
-            items[key] = (key_mark, child)  # new, !override, or over a base's own !reset
+        if key not in items or child.override:
+            items[key] = (key_mark, child)
         elif top and key == "providers" and isinstance(child, Seq):
             old = items[key][1]
             items[key] = (
@@ -87,7 +87,7 @@ def _merge_providers(base: Seq, over: Seq, types: ProviderTypes | None) -> Seq:
             items.append(entry)
             continue
         old = items[index[key]]
-        new_type, old_type = _type(entry), _type(old)
+        new_type, old_type = scalar_at(entry, "type"), scalar_at(old, "type")
         if new_type is not None and (old_type is None or new_type.value != old_type.value):
             items[index[key]] = entry
         else:
@@ -108,20 +108,6 @@ def _switches(model: Any, base: Map, over: Map) -> bool:
     return len(before) == 1 and before[0] is not chosen[0]
 
 
-def _drop_resets(node: Node) -> None:
-    """Remove, in place, every key still marked ``!reset`` once the chain is merged (one no
-    base had, or one the base file itself resets)."""
-    if isinstance(node, Map):
-        reset = [key for key, (_, child) in node.items.items() if child.directive == "reset"]
-        for key in reset:
-            del node.items[key]
-        for _, child in node.items.values():
-            _drop_resets(child)
-    elif isinstance(node, Seq):
-        for item in node.items:
-            _drop_resets(item)
-
-
 def _config(types: ProviderTypes | None, type_node: Scalar | None) -> Any:
     """The config model of a provider entry's ``type``, if it names one that loads."""
     if types is None or type_node is None or not isinstance(type_node.value, str):
@@ -132,12 +118,6 @@ def _config(types: ProviderTypes | None, type_node: Scalar | None) -> Any:
         return types.get(type_node.value).config
     except PluginError:  # reported when the entry is validated
         return None
-
-
-def _type(entry: Node) -> Scalar | None:
-    """A provider entry's ``type`` as written, unless the entry resets it."""
-    found = scalar_at(entry, "type")
-    return None if found is None or found.directive == "reset" else found
 
 
 def _name(entry: Node) -> str | None:

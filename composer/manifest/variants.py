@@ -57,6 +57,14 @@ def members(tp: Any) -> tuple[Any, ...]:
 
 def union_models(tp: Any) -> tuple[type[BaseModel], ...]:
     """The model members of a union field: its mapping forms (() when it is no union)."""
+    try:
+        return _union_models(tp)  # asked for every mapping an overlay merges
+    except TypeError:  # an annotation that cannot be hashed
+        return tuple(m for m in members(tp) if _is_model(m))
+
+
+@functools.lru_cache(maxsize=1024)
+def _union_models(tp: Any) -> tuple[type[BaseModel], ...]:
     return tuple(m for m in members(tp) if _is_model(m))
 
 
@@ -123,12 +131,11 @@ def selected(forms: Sequence[type[BaseModel]], node: Map) -> tuple[type[BaseMode
 def form(model: type[BaseModel]) -> str:
     """A model as its mapping reads in a manifest: ``{sqlite: path, seed?, shared?}``."""
     parts = []
-    for key, info in _fields(model).items():
-        literal = _literal(info)
-        if literal is not None and len(literal) == 1:
+    for key, literal, required in _keys(model):
+        if literal is not None:
             parts.append(f"{key}: {literal[0]}")
-        elif info.is_required():
-            parts.append(f"{key}: {_placeholder(info.annotation)}")
+        elif required:
+            parts.append(f"{key}: {_placeholder(_fields(model)[key].annotation)}")
         else:
             parts.append(f"{key}?")
     return "{" + ", ".join(parts) + "}"
@@ -138,11 +145,10 @@ def form_name(model: type[BaseModel], forms: Sequence[type[BaseModel]]) -> str:
     """What to call a form among ``forms``: its literal (``redis``), else its first required
     key no other form requires (``sqlite``), else its first required key."""
     required: list[str] = []
-    for key, info in _fields(model).items():
-        literal = _literal(info)
-        if literal is not None and len(literal) == 1:
+    for key, literal, is_required in _keys(model):
+        if literal is not None:
             return str(literal[0])
-        if info.is_required():
+        if is_required:
             required.append(key)
     others = {k for m in forms if m is not model for k in _required(m)}
     unique = [key for key in required if key not in others]
@@ -163,31 +169,38 @@ def _fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
 
 
 @functools.cache
+def _keys(model: type[BaseModel]) -> tuple[tuple[str, tuple[Any] | None, bool], ...]:
+    """Each key of a model with its one-value literal (None if it has none) and whether it
+    is required: what tells forms apart."""
+    found = []
+    for key, info in _fields(model).items():
+        tp = unwrap(info.annotation)
+        literal = get_args(tp) if get_origin(tp) is Literal else ()
+        found.append((key, literal if len(literal) == 1 else None, info.is_required()))
+    return tuple(found)
+
+
+@functools.cache
 def _required(model: type[BaseModel]) -> frozenset[str]:
-    return frozenset(key for key, info in _fields(model).items() if info.is_required())
-
-
-def _literal(info: FieldInfo) -> tuple[Any, ...] | None:
-    tp = unwrap(info.annotation)
-    return get_args(tp) if get_origin(tp) is Literal else None
+    return frozenset(key for key, _, required in _keys(model) if required)
 
 
 def _score(model: type[BaseModel], node: Map) -> tuple[int, int] | None:
     """(literal keys matched, required keys present), or None when a literal rules it out."""
     literals = required = 0
-    for key, info in _fields(model).items():
-        entry = node.items.get(key)
+    items = node.items
+    for key, literal, is_required in _keys(model):
+        entry = items.get(key)
         if entry is None:
             continue
-        literal = _literal(info)
-        if literal is not None and len(literal) == 1:
+        if literal is not None:
             value = entry[1]
             if not isinstance(value, Scalar) or "${" in str(value.value):
                 continue  # a variable's value is not known here
             if value.value not in literal:
                 return None
             literals += 1
-        elif info.is_required():
+        elif is_required:
             required += 1
     return literals, required
 

@@ -9,9 +9,10 @@ nodes are turned into the small ``Scalar``/``Map``/``Seq`` trees here, so that
   nesting depth and file size are capped;
 * whatever PyYAML raises (bad bytes, control characters, syntax) leaves as a located
   ``ManifestError``; only a regular file is opened, so a FIFO or a device cannot hang a read;
-* no tag is read but ``!!str`` and, in a manifest, the overlay tags ``!override`` and
-  ``!reset`` on a key's value (docker compose's names), which only mark the node
-  (``directive``): what they do to a base is ``overlay.py``'s.
+* no tag is read but ``!!str`` and, in a manifest, the overlay tags on a key's value
+  (docker compose's names): ``!override`` marks the value (``override``), ``!reset`` leaves
+  the key out and names it in its mapping's ``resets``; what they do to a base is
+  ``overlay.py``'s.
 
 Where PyYAML was built with libyaml, its C parser and composer read the file (about ten times
 faster than the pure-Python ones, which take most of a load otherwise), but only for text the
@@ -34,7 +35,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import yaml
 import yaml.composer
@@ -66,7 +67,6 @@ __all__ = [
     "LIBYAML",
     "MAX_BYTES",
     "MAX_DEPTH",
-    "Directive",
     "Map",
     "Mark",
     "Node",
@@ -108,11 +108,9 @@ _NAN = re.compile(r"\.(nan|NaN|NAN)")
 
 # --------------------------------------------------------------------------- located trees
 
-Directive = Literal["", "override", "reset"]
-"""An overlay tag on a key's value: ``!override`` (replace the base value, not merge into
-it), ``!reset`` (remove the key: the field gets its default); "" when untagged."""
-
-_DIRECTIVES: dict[str, Directive] = {"!override": "override", "!reset": "reset"}
+_OVERRIDE = "!override"
+_RESET = "!reset"
+_OVERLAY_TAGS = (_OVERRIDE, _RESET)
 
 
 class Mark(NamedTuple):
@@ -133,21 +131,22 @@ class Scalar:
     value: Any  # the raw text for a string (interpolated later), else the typed value
     text: str  # as written (after YAML unescaping)
     is_str: bool
-    directive: Directive = ""
+    override: bool = False  # tagged !override: replaces a base value, never merges into it
 
 
 @dataclass(slots=True)
 class Map:
     mark: Mark
     items: dict[str, tuple[Mark, Node]] = field(default_factory=dict)  # key -> (key's mark, value)
-    directive: Directive = ""
+    override: bool = False
+    resets: tuple[str, ...] = ()  # keys tagged !reset: left out here, removed from a base
 
 
 @dataclass(slots=True)
 class Seq:
     mark: Mark
     items: list[Node] = field(default_factory=list)
-    directive: Directive = ""
+    override: bool = False
 
 
 Node = Scalar | Map | Seq
@@ -326,6 +325,10 @@ _BLOCK_HEADER_COMMENT = re.compile(r"[|>][-+0-9]*#|\?(?:\s|$)")
 """A block scalar header touching a comment (``|#``), which PyYAML refuses and libyaml does
 not; an explicit key (``? key``), whose empty value the two readers place differently."""
 
+_TAG_HANDLE = re.compile(r"!(?!<)[\w-]*[^\w\s!-]\S*!", re.ASCII)
+"""A tag (not a verbatim ``!<...>``) whose later "!" makes PyYAML read a handle (``!x.y!z``),
+which it then refuses for the character that is no letter, where libyaml reads one tag."""
+
 _UNSURE: Any = object()
 """What ``_compose_with_libyaml`` returns when the pure-Python reader must read the text."""
 
@@ -339,6 +342,8 @@ def _compose_with_libyaml(text: str) -> Any:
     if not LIBYAML or _DIFFERS.search(text) or yaml.reader.Reader.NON_PRINTABLE.search(text):
         return _UNSURE
     if ("?" in text and ("{" in text or "[" in text)) or _BLOCK_HEADER_COMMENT.search(text):
+        return _UNSURE
+    if "!" in text and _TAG_HANDLE.search(text):
         return _UNSURE
     try:
         if not _NESTING_BOUNDED or "&" in text:
@@ -439,7 +444,7 @@ class _Builder:
         # in a flow collection (``{a: , b: 1}``, whose place the two readers give differently).
         self.unsure = False
 
-    def build(self, node: YAMLNode, *, value_of_key: bool = False) -> Node:
+    def build(self, node: YAMLNode, value_of_key: bool = False) -> Node:
         self.depth += 1
         try:
             if self.depth >= MAX_DEPTH:
@@ -454,38 +459,50 @@ class _Builder:
         return Mark(self.display, self.file, start.line + 1, start.column + 1)
 
     def _build(self, node: YAMLNode, value_of_key: bool) -> Node:
-        directive = _DIRECTIVES.get(node.tag, "") if self.overlay_tags else ""
-        if directive and not value_of_key:
-            self.errors.append(
-                self.mark(node).error(
-                    f'the {node.tag} tag marks the value of a key ("key: {node.tag} ..."), '
-                    "not a list item or the whole file"
-                )
-            )
-            directive = ""
-        elif not directive and node.tag not in _ALLOWED_TAGS.get(type(node), ()):
-            supported = "!!str, !override and !reset are" if self.overlay_tags else "!!str is"
-            self.errors.append(
-                self.mark(node).error(f"YAML tag {node.tag!r} is not supported (only {supported})")
-            )
+        tag = node.tag
+        override = tag not in _ALLOWED_TAGS.get(type(node), ()) and self.check_tag(
+            node, value_of_key
+        )
         built: Node
         if isinstance(node, MappingNode):
             built = self.mapping(node)
         elif isinstance(node, SequenceNode):
             built = Seq(self.mark(node), [self.build(item) for item in node.value])
         elif isinstance(node, ScalarNode):
-            built = self.scalar(node, typed=node.tag == _IMPLICIT or node.tag in _DIRECTIVES)
+            typed = tag == _IMPLICIT or (self.overlay_tags and tag in _OVERLAY_TAGS)
+            built = self.scalar(node, typed)
         else:
             raise TypeError(f"unexpected YAML node {type(node).__name__}")
-        if directive:
-            built.directive = directive
+        if override:
+            built.override = True
         return built
+
+    def check_tag(self, node: YAMLNode, value_of_key: bool) -> bool:
+        """Whether ``node``'s tag is ``!override`` on a key's value; any other tag is an error,
+        but ``!reset`` on a key's value (``mapping`` leaves that key out)."""
+        tag = node.tag
+        if not self.overlay_tags or tag not in _OVERLAY_TAGS:
+            supported = "!!str, !override and !reset are" if self.overlay_tags else "!!str is"
+            self.errors.append(
+                self.mark(node).error(f"YAML tag {tag!r} is not supported (only {supported})")
+            )
+        elif not value_of_key:
+            self.errors.append(
+                self.mark(node).error(
+                    f'the {tag} tag marks the value of a key ("key: {tag} ..."), not a list '
+                    "item or the whole file"
+                )
+            )
+        else:
+            return bool(tag == _OVERRIDE)
+        return False
 
     def mapping(self, node: MappingNode) -> Map:
         result = Map(self.mark(node))
         if node.flow_style and any(_empty(k) or _empty(v) for k, v in node.value):
             self.unsure = True
         display, file = self.display, self.file
+        resets: dict[str, Mark] = {}
         for key_node, value_node in node.value:
             start = key_node.start_mark
             key_mark = Mark(display, file, start.line + 1, start.column + 1)
@@ -498,13 +515,19 @@ class _Builder:
             if key == "<<" and not key_node.style:
                 self.merge_key(result, key_mark, value_node)
                 continue
-            if key in result.items:
-                first = result.items[key][0]
+            if key in result.items or key in resets:
+                first = result.items[key][0] if key in result.items else resets[key]
                 self.errors.append(
                     key_mark.error(f'duplicate key "{key}" (first at line {first.line})')
                 )
                 continue
-            result.items[key] = (key_mark, self.build(value_node, value_of_key=True))
+            value = self.build(value_node, True)  # a reset's value too, for its errors
+            if value_node.tag == _RESET and self.overlay_tags:
+                resets[key] = key_mark
+            else:
+                result.items[key] = (key_mark, value)
+        if resets:
+            result.resets = tuple(resets)
         return result
 
     def merge_key(self, result: Map, key_mark: Mark, value_node: YAMLNode) -> None:
@@ -520,7 +543,7 @@ class _Builder:
             for key, item in self.mapping(value_node).items.items():
                 result.items.setdefault(key, item)
 
-    def scalar(self, node: ScalarNode, *, typed: bool) -> Scalar:
+    def scalar(self, node: ScalarNode, typed: bool) -> Scalar:
         text: str = node.value
         mark = self.mark(node)
         # plain and untagged (or with an overlay tag only): typed (libyaml calls the plain

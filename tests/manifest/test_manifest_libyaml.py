@@ -89,11 +89,11 @@ def shape(node: Node) -> Any:
         if isinstance(value, float) and math.isnan(value):
             value = "nan"
         kind = type(value).__name__
-        return ("scalar", tuple(node.mark), kind, value, node.text, node.is_str, node.directive)
+        return ("scalar", tuple(node.mark), kind, value, node.text, node.is_str, node.override)
     if isinstance(node, Map):
         items = {key: (tuple(mark), shape(child)) for key, (mark, child) in node.items.items()}
-        return ("map", tuple(node.mark), items, node.directive)
-    return ("seq", tuple(node.mark), [shape(item) for item in node.items], node.directive)
+        return ("map", tuple(node.mark), items, node.override, node.resets)
+    return ("seq", tuple(node.mark), [shape(item) for item in node.items], node.override)
 
 
 def read_both(text: str, *, overlay_tags: bool = True) -> tuple[Any, Any]:
@@ -145,7 +145,14 @@ def test_any_text_reads_the_same(text: str, overlay_tags: bool) -> None:
 def test_the_fast_path_is_taken_for_an_ordinary_manifest() -> None:
     """Without this, every comparison above could hold because libyaml was never used."""
     assert yamlnodes._compose_with_libyaml(SEEDS[0]) is not yamlnodes._UNSURE
-    for refused in ("a: &x 1\nb: *x\n", "a: \x07\n", "a:\tb\n", "? a\n", "a: |#\n  b\n"):
+    for refused in (
+        "a: &x 1\nb: *x\n",
+        "a: \x07\n",
+        "a:\tb\n",
+        "? a\n",
+        "a: |#\n  b\n",
+        "a: !x.y!z 1\n",
+    ):
         assert yamlnodes._compose_with_libyaml(refused) is yamlnodes._UNSURE, refused
 
 
@@ -170,15 +177,26 @@ def test_overlay_tags_read_the_same(text: str) -> None:
 
 
 def test_overlay_tags_mark_the_values_they_tag() -> None:
-    """The tag marks the node and the value reads as untagged (``1.10`` a number)."""
+    """``!override`` marks the value, read as untagged (``1.10`` a number); a key tagged
+    ``!reset`` is left out and named in its mapping's ``resets``."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "m.yaml"
         path.write_text(TAGGED, encoding="utf-8")
         tree, errors = read_yaml("m.yaml", path, overlay_tags=True)
     assert errors == []
     assert isinstance(tree, Map)
-    marked = {key: child.directive for key, (_, child) in tree.items.items()}
-    assert marked == {"a": "reset", "b": "reset", "c": "override", "d": "override", "e": "override"}
+    assert tree.resets == ("a", "b")
+    assert {key: child.override for key, (_, child) in tree.items.items()} == dict.fromkeys(
+        "cde", True
+    )
     number = tree.items["e"][1]
     assert isinstance(number, Scalar)
     assert (number.value, number.text, number.is_str) == (1.1, "1.10", False)
+
+
+def test_a_key_reset_and_written_again_is_a_duplicate() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.yaml"
+        path.write_text("a: !reset\na: 1\n", encoding="utf-8")
+        _, errors = read_yaml("m.yaml", path, overlay_tags=True)
+    assert [str(e) for e in errors] == ['m.yaml:2:1: duplicate key "a" (first at line 1)']
