@@ -3,8 +3,11 @@ r"""Pydantic ``ValidationError`` -> located, human-worded ``ManifestError``\ s.
 Pydantic reports a ``loc`` path and a machine ``type``; a user wants ``file:line:column`` and a
 sentence. This module walks the located tree (``yamlnodes.py``) along ``loc`` to find the line,
 words each error type in plain English, lists the allowed keys or the closest one for an
-unknown key, and never echoes the input (it may be a secret). It knows nothing of files,
-overlays or variables beyond the two facts the loader hands it about each value.
+unknown key, and never echoes the input (it may be a secret). For a union field with mapping
+forms (memory's ``source``) it keeps the errors of the form the value means and says in one
+line which form that is and what the value lacks, or which forms there are (``variants.py``
+tells them apart), instead of every member's complaint. It knows nothing of files, overlays
+or variables beyond the two facts the loader hands it about each value.
 """
 
 from __future__ import annotations
