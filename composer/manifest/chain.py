@@ -85,7 +85,7 @@ def _read(
     manifest key is reported at that value as not a manifest, and nothing of what it holds is
     shown: a base manifest is checked key by key, which would quote any file.
     """
-    tree, found = read_yaml(display, file)
+    tree, found = read_yaml(display, file, overlay_tags=True)
     if via is not None and not (
         isinstance(tree, Map) and any(key in _MANIFEST_KEYS for key in tree.items)
     ):

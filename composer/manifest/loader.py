@@ -378,7 +378,7 @@ def _load(
         )
     except ManifestError as e:
         raise ManifestError.collect(_shown(x, values.secrets) for x in [*errors, e]) from e
-    manifest = _Validation(values, types).validate(merge_chain(trees))
+    manifest = _Validation(values, types).validate(merge_chain(trees, types))
     if errors or manifest is None:
         raise ManifestError.collect(_shown(e, values.secrets) for e in errors)
     manifest._path = Path(display)

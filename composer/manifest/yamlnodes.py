@@ -8,7 +8,11 @@ nodes are turned into the small ``Scalar``/``Map``/``Seq`` trees here, so that
 * duplicate keys are errors naming both lines; aliases are refused (no "billion laughs");
   nesting depth and file size are capped;
 * whatever PyYAML raises (bad bytes, control characters, syntax) leaves as a located
-  ``ManifestError``; only a regular file is opened, so a FIFO or a device cannot hang a read.
+  ``ManifestError``; only a regular file is opened, so a FIFO or a device cannot hang a read;
+* no tag is read but ``!!str`` and, in a manifest, the overlay tags on a key's value
+  (docker compose's names): ``!override`` marks the value (``override``), ``!reset`` leaves
+  the key out and names it in its mapping's ``resets``; what they do to a base is
+  ``overlay.py``'s.
 
 Where PyYAML was built with libyaml, its C parser and composer read the file (about ten times
 faster than the pure-Python ones, which take most of a load otherwise), but only for text the
@@ -104,6 +108,10 @@ _NAN = re.compile(r"\.(nan|NaN|NAN)")
 
 # --------------------------------------------------------------------------- located trees
 
+_OVERRIDE = "!override"
+_RESET = "!reset"
+_OVERLAY_TAGS = (_OVERRIDE, _RESET)
+
 
 class Mark(NamedTuple):
     """Where a node starts (a tuple: one is made for every node and key of a file)."""
@@ -123,18 +131,22 @@ class Scalar:
     value: Any  # the raw text for a string (interpolated later), else the typed value
     text: str  # as written (after YAML unescaping)
     is_str: bool
+    override: bool = False  # tagged !override: replaces a base value, never merges into it
 
 
 @dataclass(slots=True)
 class Map:
     mark: Mark
     items: dict[str, tuple[Mark, Node]] = field(default_factory=dict)  # key -> (key's mark, value)
+    override: bool = False
+    resets: tuple[str, ...] = ()  # keys tagged !reset: left out here, removed from a base
 
 
 @dataclass(slots=True)
 class Seq:
     mark: Mark
     items: list[Node] = field(default_factory=list)
+    override: bool = False
 
 
 Node = Scalar | Map | Seq
@@ -219,12 +231,14 @@ def read_regular_file(file: Path, limit: int) -> bytes:
 
 
 def read_yaml(
-    display: str, file: Path, *, libyaml: bool = True
+    display: str, file: Path, *, libyaml: bool = True, overlay_tags: bool = False
 ) -> tuple[Node, list[ManifestError]]:
     """``file`` as a located tree, with the mistakes that did not stop reading.
 
     Fatal problems (not a regular file, unreadable, too large, not UTF-8, bad syntax, empty)
     raise. ``libyaml=False`` reads with the pure-Python reader only (the result is the same).
+    ``overlay_tags`` accepts ``!override`` and ``!reset`` (a manifest's); other files refuse
+    them as any other tag.
     """
     try:
         data = read_regular_file(file, MAX_BYTES)
@@ -237,14 +251,14 @@ def read_yaml(
     text = _decode(data, display)
     fast = _compose_with_libyaml(text) if libyaml else _UNSURE
     if fast is not _UNSURE and fast is not None:
-        builder = _Builder(display, file)
+        builder = _Builder(display, file, overlay_tags)
         tree = builder.build(fast)
         if not builder.unsure:
             return tree, builder.errors
     node = _compose(text, display, file)
     if node is None:
         raise ManifestError(display, 1, 1, "empty manifest; expected a mapping with version: 1")
-    builder = _Builder(display, file)
+    builder = _Builder(display, file, overlay_tags)
     return builder.build(node), builder.errors
 
 
@@ -311,6 +325,10 @@ _BLOCK_HEADER_COMMENT = re.compile(r"[|>][-+0-9]*#|\?(?:\s|$)")
 """A block scalar header touching a comment (``|#``), which PyYAML refuses and libyaml does
 not; an explicit key (``? key``), whose empty value the two readers place differently."""
 
+_TAG_HANDLE = re.compile(r"!(?!<)[\w-]*[^\w\s!-]\S*!", re.ASCII)
+"""A tag (not a verbatim ``!<...>``) whose later "!" makes PyYAML read a handle (``!x.y!z``),
+which it then refuses for the character that is no letter, where libyaml reads one tag."""
+
 _UNSURE: Any = object()
 """What ``_compose_with_libyaml`` returns when the pure-Python reader must read the text."""
 
@@ -324,6 +342,8 @@ def _compose_with_libyaml(text: str) -> Any:
     if not LIBYAML or _DIFFERS.search(text) or yaml.reader.Reader.NON_PRINTABLE.search(text):
         return _UNSURE
     if ("?" in text and ("{" in text or "[" in text)) or _BLOCK_HEADER_COMMENT.search(text):
+        return _UNSURE
+    if "!" in text and _TAG_HANDLE.search(text):
         return _UNSURE
     try:
         if not _NESTING_BOUNDED or "&" in text:
@@ -414,22 +434,23 @@ def _compose(text: str, display: str, file: Path) -> YAMLNode | None:
 class _Builder:
     """PyYAML nodes -> located trees; collects duplicate-key and tag errors instead of stopping."""
 
-    def __init__(self, display: str, file: Path) -> None:
+    def __init__(self, display: str, file: Path, overlay_tags: bool = False) -> None:
         self.display = display
         self.file = file
+        self.overlay_tags = overlay_tags
         self.errors: list[ManifestError] = []
         self.depth = 0
         # Nested within a level of MAX_DEPTH (the tree is not built then), or an empty value
         # in a flow collection (``{a: , b: 1}``, whose place the two readers give differently).
         self.unsure = False
 
-    def build(self, node: YAMLNode) -> Node:
+    def build(self, node: YAMLNode, value_of_key: bool = False) -> Node:
         self.depth += 1
         try:
             if self.depth >= MAX_DEPTH:
                 self.unsure = True  # the pure-Python reader words this one
                 return Scalar(self.mark(node), None, "", is_str=False)
-            return self._build(node)
+            return self._build(node, value_of_key)
         finally:
             self.depth -= 1
 
@@ -437,24 +458,51 @@ class _Builder:
         start = node.start_mark
         return Mark(self.display, self.file, start.line + 1, start.column + 1)
 
-    def _build(self, node: YAMLNode) -> Node:
-        if node.tag not in _ALLOWED_TAGS.get(type(node), ()):
-            self.errors.append(
-                self.mark(node).error(f"YAML tag {node.tag!r} is not supported (only !!str is)")
-            )
+    def _build(self, node: YAMLNode, value_of_key: bool) -> Node:
+        tag = node.tag
+        override = tag not in _ALLOWED_TAGS.get(type(node), ()) and self.check_tag(
+            node, value_of_key
+        )
+        built: Node
         if isinstance(node, MappingNode):
-            return self.mapping(node)
-        if isinstance(node, SequenceNode):
-            return Seq(self.mark(node), [self.build(item) for item in node.value])
-        if isinstance(node, ScalarNode):
-            return self.scalar(node)
-        raise TypeError(f"unexpected YAML node {type(node).__name__}")
+            built = self.mapping(node)
+        elif isinstance(node, SequenceNode):
+            built = Seq(self.mark(node), [self.build(item) for item in node.value])
+        elif isinstance(node, ScalarNode):
+            typed = tag == _IMPLICIT or (self.overlay_tags and tag in _OVERLAY_TAGS)
+            built = self.scalar(node, typed)
+        else:
+            raise TypeError(f"unexpected YAML node {type(node).__name__}")
+        if override:
+            built.override = True
+        return built
+
+    def check_tag(self, node: YAMLNode, value_of_key: bool) -> bool:
+        """Whether ``node``'s tag is ``!override`` on a key's value; any other tag is an error,
+        but ``!reset`` on a key's value (``mapping`` leaves that key out)."""
+        tag = node.tag
+        if not self.overlay_tags or tag not in _OVERLAY_TAGS:
+            supported = "!!str, !override and !reset are" if self.overlay_tags else "!!str is"
+            self.errors.append(
+                self.mark(node).error(f"YAML tag {tag!r} is not supported (only {supported})")
+            )
+        elif not value_of_key:
+            self.errors.append(
+                self.mark(node).error(
+                    f'the {tag} tag marks the value of a key ("key: {tag} ..."), not a list '
+                    "item or the whole file"
+                )
+            )
+        else:
+            return bool(tag == _OVERRIDE)
+        return False
 
     def mapping(self, node: MappingNode) -> Map:
         result = Map(self.mark(node))
         if node.flow_style and any(_empty(k) or _empty(v) for k, v in node.value):
             self.unsure = True
         display, file = self.display, self.file
+        resets: dict[str, Mark] = {}
         for key_node, value_node in node.value:
             start = key_node.start_mark
             key_mark = Mark(display, file, start.line + 1, start.column + 1)
@@ -467,13 +515,19 @@ class _Builder:
             if key == "<<" and not key_node.style:
                 self.merge_key(result, key_mark, value_node)
                 continue
-            if key in result.items:
-                first = result.items[key][0]
+            if key in result.items or key in resets:
+                first = result.items[key][0] if key in result.items else resets[key]
                 self.errors.append(
                     key_mark.error(f'duplicate key "{key}" (first at line {first.line})')
                 )
                 continue
-            result.items[key] = (key_mark, self.build(value_node))
+            value = self.build(value_node, True)  # a reset's value too, for its errors
+            if value_node.tag == _RESET and self.overlay_tags:
+                resets[key] = key_mark
+            else:
+                result.items[key] = (key_mark, value)
+        if resets:
+            result.resets = tuple(resets)
         return result
 
     def merge_key(self, result: Map, key_mark: Mark, value_node: YAMLNode) -> None:
@@ -489,11 +543,12 @@ class _Builder:
             for key, item in self.mapping(value_node).items.items():
                 result.items.setdefault(key, item)
 
-    def scalar(self, node: ScalarNode) -> Scalar:
+    def scalar(self, node: ScalarNode, typed: bool) -> Scalar:
         text: str = node.value
         mark = self.mark(node)
-        # plain and untagged: typed (libyaml calls the plain style "", PyYAML None)
-        if not node.style and node.tag == _IMPLICIT:
+        # plain and untagged (or with an overlay tag only): typed (libyaml calls the plain
+        # style "", PyYAML None)
+        if not node.style and typed:
             try:
                 value = core_value(text)
             except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()

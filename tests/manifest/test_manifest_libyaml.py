@@ -1,5 +1,6 @@
 """Reading a manifest with libyaml gives what the pure-Python reader gives: the same located
-tree, or the same located errors, whatever the text (the broken-manifest table included)."""
+tree (overlay tags included), or the same located errors, whatever the text (the
+broken-manifest table included)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ PIECES = [
     "!!str ",
     "!!int ",
     "!custom ",
+    "!override ",
+    "!reset ",
+    "!reset\n",
     "1.10",
     "0o17",
     "0x1F",
@@ -67,6 +71,7 @@ PIECES = [
 SEEDS = [
     "version: 1\nbudget: 100\nproviders:\n  - name: a\n    type: static\n    text: hi\n",
     'version: 1\nproviders:\n  - {name: b, type: static, text: "x\\ty", priority: 007}\n',
+    "extends: b.yaml\nbudget: !reset\nruntime: !override {gather: concurrent}\n",
     "version: 1\nproviders:\n  - name: t\n    type: static\n    text: |\n      line\n\n      end\n",
 ]
 SAME = settings(
@@ -83,22 +88,24 @@ def shape(node: Node) -> Any:
         value = node.value
         if isinstance(value, float) and math.isnan(value):
             value = "nan"
-        return ("scalar", tuple(node.mark), type(value).__name__, value, node.text, node.is_str)
+        kind = type(value).__name__
+        return ("scalar", tuple(node.mark), kind, value, node.text, node.is_str, node.override)
     if isinstance(node, Map):
         items = {key: (tuple(mark), shape(child)) for key, (mark, child) in node.items.items()}
-        return ("map", tuple(node.mark), items)
-    return ("seq", tuple(node.mark), [shape(item) for item in node.items])
+        return ("map", tuple(node.mark), items, node.override, node.resets)
+    return ("seq", tuple(node.mark), [shape(item) for item in node.items], node.override)
 
 
-def read_both(text: str) -> tuple[Any, Any]:
-    """What each reader makes of ``text`` in m.yaml: a tree and its errors, or the error."""
+def read_both(text: str, *, overlay_tags: bool = True) -> tuple[Any, Any]:
+    """What each reader makes of ``text`` in m.yaml (a manifest's ``!override`` and ``!reset``
+    read or, for other files, refused): a tree and its errors, or the error."""
     results: list[Any] = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "m.yaml"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         for libyaml in (True, False):
             try:
-                tree, errors = read_yaml("m.yaml", path, libyaml=libyaml)
+                tree, errors = read_yaml("m.yaml", path, libyaml=libyaml, overlay_tags=overlay_tags)
                 results.append((shape(tree), [str(e) for e in errors]))
             except ManifestError as e:
                 results.append(str(e))
@@ -129,14 +136,67 @@ def texts(draw: st.DrawFn) -> str:
 
 
 @SAME
-@given(texts())
-def test_any_text_reads_the_same(text: str) -> None:
-    fast, pure = read_both(text)
+@given(texts(), st.booleans())
+def test_any_text_reads_the_same(text: str, overlay_tags: bool) -> None:
+    fast, pure = read_both(text, overlay_tags=overlay_tags)
     assert fast == pure
 
 
 def test_the_fast_path_is_taken_for_an_ordinary_manifest() -> None:
     """Without this, every comparison above could hold because libyaml was never used."""
     assert yamlnodes._compose_with_libyaml(SEEDS[0]) is not yamlnodes._UNSURE
-    for refused in ("a: &x 1\nb: *x\n", "a: \x07\n", "a:\tb\n", "? a\n", "a: |#\n  b\n"):
+    for refused in (
+        "a: &x 1\nb: *x\n",
+        "a: \x07\n",
+        "a:\tb\n",
+        "? a\n",
+        "a: |#\n  b\n",
+        "a: !x.y!z 1\n",
+    ):
         assert yamlnodes._compose_with_libyaml(refused) is yamlnodes._UNSURE, refused
+
+
+TAGGED = "a: !reset\nb: !reset null\nc: !override {x: 1}\nd: !override [1, 2]\ne: !override 1.10\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        TAGGED,
+        "a: {b: !reset , c: !override 'q'}\n",
+        "a:\n  - !reset x\n",
+        "!override\na: 1\n",
+        "a: !<!override> 3\n",
+    ],
+)
+def test_overlay_tags_read_the_same(text: str) -> None:
+    assert yamlnodes._compose_with_libyaml(text) is not yamlnodes._UNSURE  # libyaml reads it
+    for overlay_tags in (True, False):
+        fast, pure = read_both(text, overlay_tags=overlay_tags)
+        assert fast == pure
+
+
+def test_overlay_tags_mark_the_values_they_tag() -> None:
+    """``!override`` marks the value, read as untagged (``1.10`` a number); a key tagged
+    ``!reset`` is left out and named in its mapping's ``resets``."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.yaml"
+        path.write_text(TAGGED, encoding="utf-8")
+        tree, errors = read_yaml("m.yaml", path, overlay_tags=True)
+    assert errors == []
+    assert isinstance(tree, Map)
+    assert tree.resets == ("a", "b")
+    assert {key: child.override for key, (_, child) in tree.items.items()} == dict.fromkeys(
+        "cde", True
+    )
+    number = tree.items["e"][1]
+    assert isinstance(number, Scalar)
+    assert (number.value, number.text, number.is_str) == (1.1, "1.10", False)
+
+
+def test_a_key_reset_and_written_again_is_a_duplicate() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.yaml"
+        path.write_text("a: !reset\na: 1\n", encoding="utf-8")
+        _, errors = read_yaml("m.yaml", path, overlay_tags=True)
+    assert [str(e) for e in errors] == ['m.yaml:2:1: duplicate key "a" (first at line 1)']
