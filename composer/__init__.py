@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from composer._version import __version__ as __version__
+
 if TYPE_CHECKING:
     from composer.build import attach, build_registry
     from composer.errors import ComposerError, ManifestError, ProviderError, TemplateError
@@ -41,8 +43,6 @@ __all__ = [
     "load_manifest",
     "prepare_turn",
 ]
-
-__version__ = "0.1.0"
 
 _HOME = {
     "attach": "composer.build",
