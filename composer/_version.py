@@ -1,5 +1,5 @@
-"""The package's version, in a module of its own: ``composer`` and the modules that report it
-(spans, the servers) import it from here, never the package facade, which imports the rest."""
+"""composer's version, in one place: the build reads it (``[tool.setuptools.dynamic]`` in
+pyproject.toml) and ``composer.__version__`` is it, so the two never differ."""
 
 __all__ = ["__version__"]
 

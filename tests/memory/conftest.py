@@ -18,8 +18,8 @@ from memory.services import (
     postgres_schema,
     postgres_server,
     redis_answers,
+    require_redis_extra,
     throwaway_redis,
-    unavailable,
 )
 
 from builtin_providers.stores import ItemStore
@@ -38,10 +38,7 @@ def postgres_dsn() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """A Redis server that answers: the configured one, else a throwaway redis-server."""
-    try:
-        import redis  # noqa: F401
-    except ImportError:
-        unavailable("the redis client is not installed (pip install -e '.[redis]')")
+    require_redis_extra()
     url = os.environ.get("COMPOSER_TEST_REDIS_URL", DEFAULT_REDIS_URL)
     if redis_answers(url):
         yield url

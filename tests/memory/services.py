@@ -45,6 +45,8 @@ __all__ = [
     "postgres_schema",
     "postgres_server",
     "redis_answers",
+    "require_postgres_extra",
+    "require_redis_extra",
     "throwaway_postgres",
     "throwaway_redis",
     "unavailable",
@@ -59,6 +61,23 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("COMPOSER_REQUIRE_SERVICES") == "1":
         pytest.fail(f"COMPOSER_REQUIRE_SERVICES=1 and {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_postgres_extra() -> None:
+    """Skip (or fail, as ``unavailable``) when the postgres extra is not installed."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        unavailable("psycopg is not installed (pip install -e '.[postgres]')")
+
+
+def require_redis_extra() -> None:
+    """Skip (or fail, as ``unavailable``) when the redis extra is not installed."""
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        unavailable("the redis client is not installed (pip install -e '.[redis]')")
 
 
 def free_port() -> int:
@@ -171,11 +190,7 @@ def throwaway_postgres() -> Iterator[PostgresCluster]:
 @contextlib.contextmanager
 def postgres_server() -> Iterator[str]:
     """A PostgreSQL server that answers: the configured one, else a throwaway cluster."""
-    try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError:
-        unavailable("psycopg is not installed (pip install -e '.[postgres]')")
+    require_postgres_extra()
     dsn = os.environ.get("COMPOSER_TEST_POSTGRES_DSN", DEFAULT_POSTGRES_DSN)
     if postgres_answers(dsn):
         yield dsn

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory.services import free_port
+from memory.services import free_port, require_postgres_extra
 
 from composer.cli.main import main
 
@@ -81,6 +81,7 @@ def test_a_store_that_names_nothing_is_a_usage_error(
 
 
 def test_a_failing_store_exits_1_without_its_password(capsys: pytest.CaptureFixture[str]) -> None:
+    require_postgres_extra()  # without psycopg the message is the install hint instead
     dsn = f"postgresql://agent:hunter2@127.0.0.1:{free_port()}/none?connect_timeout=1"
     code, _, err = run(capsys, "stats", dsn)
     assert code == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory.services import free_port
+from memory.services import free_port, require_redis_extra
 
 from composer.caching import MISS, RedisCache
 from composer.catalog import ProviderTypes
@@ -99,6 +99,7 @@ async def test_entries_expire_and_nothing_is_cached_too(redis_url: str, prefix: 
 async def test_an_unreachable_redis_means_no_cache_not_a_failed_turn(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    require_redis_extra()  # without the client the cache is a ProviderError, not an outage
     url = f"redis://user:hunter2@127.0.0.1:{free_port()}/0"  # nothing listens there
     manifest = load_manifest(manifest_file(tmp_path, url, "down:"), types=ProviderTypes.installed())
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from memory.services import PostgresCluster, throwaway_postgres
+from memory.services import PostgresCluster, require_postgres_extra, throwaway_postgres
 
 from builtin_providers.memory import MemoryConfig
 from builtin_providers.stores import MemoryItem, PostgresMemoryStore
@@ -18,6 +18,7 @@ from composer.turn import Branch, Instruction, prepare_turn
 
 @pytest.fixture
 def cluster() -> Iterator[PostgresCluster]:
+    require_postgres_extra()
     with throwaway_postgres() as started:
         yield started
 
