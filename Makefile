@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 FLOORS := .venv-floors
 FLOORS_STAMP := $(FLOORS)/.installed
 
-.PHONY: demo test lint floors clean
+.PHONY: demo test lint floors docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ $(FLOORS_STAMP): pyproject.toml .ci/floors.py
 
 floors: $(FLOORS_STAMP)
 	$(FLOORS)/bin/python -m pytest -q $(FLOORS_TESTS)
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
