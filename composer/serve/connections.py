@@ -21,7 +21,6 @@ connection state and uvicorn's ``on_response_complete`` (uvicorn is pinned below
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import resource
 from dataclasses import dataclass
@@ -29,6 +28,8 @@ from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from composer.serve.limits import address_group
 
 __all__ = ["ConnectionLimits", "default_total", "guarded_protocol", "raise_descriptor_limit"]
 
@@ -62,17 +63,9 @@ def default_total(soft_limit: int) -> int:
 
 
 def _address(client: Any) -> str:
-    """The address a connection counts under for the per-client cap."""
-    host = client[0] if client else ""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return str(host)
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.IPv6Network(f"{address}/64", strict=False))
-    return str(address)
+    """The address a connection counts under for the per-client cap (loopback addresses
+    each their own: the total cap bounds a client that rotates them)."""
+    return address_group(str(client[0]) if client else "", loopback_as_one=False)
 
 
 _REFUSAL = json.dumps(

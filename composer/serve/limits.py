@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from composer.serve.responses import JsonResponse, error_response
 
-__all__ = ["RateLimit", "client_group", "read_body"]
+__all__ = ["RateLimit", "address_group", "client_group", "read_body"]
 
 _MAX_CLIENTS = 10_000
 
@@ -50,14 +50,19 @@ def client_group(scope: Scope) -> str:
     loopback address is one client and an IPv6 address counts by its /64 (a host is handed a
     whole /64 and can rotate through it)."""
     client = scope.get("client")
-    host = client[0] if client else ""
+    return address_group(client[0] if client else "", loopback_as_one=True)
+
+
+def address_group(host: str, *, loopback_as_one: bool) -> str:
+    """The client an address counts as: itself (an IPv4-mapped IPv6 address as its IPv4
+    one), an IPv6 address by its /64, and with ``loopback_as_one`` all of loopback as one."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return host
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    if address.is_loopback:
+    if loopback_as_one and address.is_loopback:
         return "loopback"
     if isinstance(address, ipaddress.IPv6Address):
         return str(ipaddress.IPv6Network(f"{address}/64", strict=False))
