@@ -64,12 +64,7 @@ class ComposerContextProvider(ContextProvider):
         source_id: str = "composer",
     ) -> None:
         super().__init__(source_id)
-        if isinstance(manifest, Composer):
-            if placement is not None:
-                raise TypeError("placement is the Composer's: Composer(manifest, placement=...)")
-            self.composer, self._owned = manifest, False
-        else:
-            self.composer, self._owned = Composer(manifest, placement=placement), True
+        self.composer, self._owned = Composer.serving(manifest, placement)
         self.name = name
         self.metadata = dict(metadata or {})
         self._reports: OrderedDict[str, ProviderReport | None] = OrderedDict()

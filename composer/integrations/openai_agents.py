@@ -61,12 +61,7 @@ class ComposerInputFilter:
         name: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        if isinstance(manifest, Composer):
-            if placement is not None:
-                raise TypeError("placement is the Composer's: Composer(manifest, placement=...)")
-            self.composer, self._owned = manifest, False
-        else:
-            self.composer, self._owned = Composer(manifest, placement=placement), True
+        self.composer, self._owned = Composer.serving(manifest, placement)
         self.conversation = (
             conversation if isinstance(conversation, str) else conversation.session_id
         )

@@ -20,7 +20,6 @@ the same turn again gives its first composition, so providers run once per user 
 from __future__ import annotations
 
 import itertools
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -29,7 +28,7 @@ from typing import Any, Literal
 from composer.build import WritebackResult, attach
 from composer.manifest import Manifest
 from composer.registry import ProviderReport
-from composer.serve.branches import BranchEntry, BranchStore
+from composer.serve.branches import BranchEntry, BranchStore, TurnCounter
 from composer.turn import Branch, Instruction, prepare_turn
 
 __all__ = ["Composed", "Composer", "Placement"]
@@ -79,9 +78,21 @@ class Composer:
         self._branches = BranchStore(
             self._new, max_branches=max_conversations, idle_ttl_s=idle_ttl_s
         )
-        self._turns: dict[str, int] = {}
-        self._run = secrets.token_hex(4)
+        self._turns = TurnCounter(max(100_000, 10 * max_conversations))
         self._ids = itertools.count()
+
+    @classmethod
+    def serving(
+        cls, source: Manifest | Composer, placement: Placement | None = None
+    ) -> tuple[Composer, bool]:
+        """The Composer an integration composes with, and whether it made it (and so closes
+        it): ``source`` itself when it is one (its placement is its own), else a new one over
+        the manifest."""
+        if isinstance(source, Composer):
+            if placement is not None:
+                raise TypeError("placement is the Composer's: Composer(manifest, placement=...)")
+            return source, False
+        return cls(source, placement=placement), True
 
     def _new(self, conversation: str) -> BranchEntry:
         branch = _Conversation(None)
@@ -115,9 +126,7 @@ class Composer:
             branch.system = system
             branch.name = name
             branch.metadata = dict(metadata or {})
-            count = self._turns.get(conversation, 0) + 1
-            self._turns[conversation] = count
-            branch.turn_key = f"{self._run}:{count}"
+            branch.turn_key = self._turns.next(conversation)
             try:
                 prepared = await prepare_turn(branch, Instruction(text, guidance=guidance))
             finally:
@@ -139,12 +148,12 @@ class Composer:
         async with self._branches.use(conversation) as entry:
             branch = entry.branch
             assert isinstance(branch, _Conversation)
-            branch.turn_key = f"{self._run}:{self._turns.get(conversation, 0)}"
+            branch.turn_key = self._turns.current(conversation)
             return await entry.registry.writeback_results(branch, list(results))
 
     def new_conversation(self) -> str:
         """An id for a conversation the framework does not name."""
-        return f"conversation-{self._run}-{next(self._ids)}"
+        return f"conversation-{self._turns.run}-{next(self._ids)}"
 
     async def aclose(self) -> None:
         """Close every conversation's providers (the manifest stays open)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from composer.build import ManifestRegistry
 from composer.turn import Branch
 
-__all__ = ["BranchEntry", "BranchStore"]
+__all__ = ["BranchEntry", "BranchStore", "TurnCounter"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,33 @@ class BranchStore:
         self._entries.clear()
         for entry in entries:
             await _close(entry)
+
+
+class TurnCounter:
+    """How many turns each kept branch has had, for its ``turn_key`` (``composer.plugin``):
+    a writeback of one turn is idempotent, the same result in a later turn is stored again.
+
+    The counts outlive their branches' eviction (a writeback after it still knows its turn),
+    so they are bounded on their own, least recently counted dropped first. Each counter has a
+    random run id in its keys: a restarted process never takes a new turn's result for a
+    retry of one it stored before.
+    """
+
+    def __init__(self, max_counts: int) -> None:
+        self.max_counts = max_counts
+        self.run = secrets.token_hex(4)
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def current(self, key: str, prefix: str = "") -> str:
+        """The turn key of the latest turn of ``key`` (0 before its first)."""
+        return f"{prefix}{self.run}:{self._counts.get(key, 0)}"
+
+    def next(self, key: str, prefix: str = "") -> str:
+        """Count a new turn of ``key``; its turn key."""
+        self._counts[key] = self._counts.pop(key, 0) + 1
+        while len(self._counts) > self.max_counts:
+            self._counts.popitem(last=False)
+        return self.current(key, prefix)
 
 
 async def _close(entry: BranchEntry) -> None:

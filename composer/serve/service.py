@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, cast
@@ -29,7 +27,7 @@ from composer.build import attach, build_registry
 from composer.errors import RequestRefused
 from composer.manifest import Manifest
 from composer.principal import Principal, current_principal
-from composer.serve.branches import BranchEntry, BranchStore
+from composer.serve.branches import BranchEntry, BranchStore, TurnCounter
 from composer.serve.models import (
     ManifestOut,
     Readiness,
@@ -47,10 +45,6 @@ from composer.turn import Branch, Instruction, prepare_turn, render_guidance
 __all__ = ["ContextService", "mask_strings"]
 
 logger = logging.getLogger(__name__)
-
-_RUN = secrets.token_hex(4)
-"""This process's run, in every turn key: a restarted server never takes a new turn's tool
-result for a retry of one it stored before the restart."""
 
 
 class _ServedBranch(Branch):
@@ -86,8 +80,7 @@ class ContextService:
         )
         self.ready = False
         self.warm_up_failures: dict[str, str] = {}
-        self._turns: OrderedDict[str, int] = OrderedDict()
-        self._max_counts = max(100_000, 10 * max_branches)
+        self._turns = TurnCounter(max(100_000, 10 * max_branches))
 
     def _new_branch(self, key: str) -> BranchEntry:
         branch = _ServedBranch(None)
@@ -140,7 +133,7 @@ class ContextService:
             branch.name = request.branch.name
             branch.metadata = metadata
             branch.system = request.system
-            cast(_ServedBranch, branch).turn_key = self._next_turn(key, principal)
+            cast(_ServedBranch, branch).turn_key = self._turns.next(key, f"{principal.name}:")
             scope = current_principal.set(principal)
             try:
                 turn = await prepare_turn(branch, instruction)
@@ -180,7 +173,7 @@ class ContextService:
             if stated is not None:
                 branch.name = stated.name
                 branch.metadata = metadata or {}
-            cast(_ServedBranch, branch).turn_key = self._turn(key, principal)
+            cast(_ServedBranch, branch).turn_key = self._turns.current(key, f"{principal.name}:")
             scope = current_principal.set(principal)
             try:
                 results = await entry.registry.writeback_results(branch, request.action_responses)
@@ -194,17 +187,6 @@ class ContextService:
             stored=sum(result.stored or 0 for result in results),
         )
         return status, self.masked(response.model_dump(mode="json"))
-
-    def _turn(self, key: str, principal: Principal) -> str:
-        """The turn key of the branch's latest turn (0 before its first)."""
-        return f"{principal.name}:{_RUN}:{self._turns.get(key, 0)}"
-
-    def _next_turn(self, key: str, principal: Principal) -> str:
-        """Count a new turn of the branch; its turn key."""
-        self._turns[key] = self._turns.pop(key, 0) + 1
-        while len(self._turns) > self._max_counts:
-            self._turns.popitem(last=False)
-        return self._turn(key, principal)
 
     def last_guidance(self, branch_id: str, principal: Principal = LOCAL_PRINCIPAL) -> str | None:
         """The folded text of the principal's branch's last turn (None: no such branch of
