@@ -30,6 +30,7 @@ import errno
 import logging
 import os
 import stat
+import sys
 import threading
 import time
 from collections import deque
@@ -37,7 +38,7 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-__all__ = ["AuditLog", "AuditQueue", "open_audit_log", "release_audit_log"]
+__all__ = ["AuditLog", "AuditQueue", "StdoutAuditLog", "open_audit_log", "release_audit_log"]
 
 from composer.observe.record import json_line, weight
 
@@ -150,6 +151,7 @@ class AuditQueue:
             self._wake.clear()  # a put after this wakes the next round
             self._busy = True
             while self._pending:
+                self._pause()
                 self._write_batch()
             self._busy = False
             if self._closed and not self._pending:
@@ -187,6 +189,9 @@ class AuditQueue:
     def _write(self, lines: list[Any]) -> None:
         """Write one batch; count each line ``written`` or ``failed``; never raise."""
         raise NotImplementedError
+
+    def _pause(self) -> None:
+        """Wait before the next batch, if the sink asks (a server that just failed)."""
 
     def _finish(self) -> None:
         """Release what the writer holds (a file, a connection) when the thread ends."""
@@ -396,6 +401,41 @@ class AuditLog(AuditQueue):
 
     def __repr__(self) -> str:
         return f"<AuditLog {self.path.name} written={self.written} failed={self.failed}>"
+
+
+class StdoutAuditLog(AuditQueue):
+    """Writes one JSON line per turn to standard output (``sys.stdout`` when the batch is
+    written), for a log shipper: a reader that stalls holds the writer, never a turn."""
+
+    kind = "stdout"
+
+    def __init__(
+        self,
+        key: Hashable = "stdout",
+        *,
+        queue_size: int,
+        queue_bytes: int = QUEUE_BYTES,
+        redact: Callable[[str], str] | None = None,
+        on_count: Callable[[str, int], None] | None = None,
+    ) -> None:
+        super().__init__(
+            "standard output",
+            key,
+            queue_size=queue_size,
+            queue_bytes=queue_bytes,
+            redact=redact,
+            on_count=on_count,
+        )
+
+    def _write(self, lines: list[bytes]) -> None:
+        try:
+            stream = sys.stdout
+            stream.write(b"".join(lines).decode("ascii"))  # whole lines, one write
+            stream.flush()
+        except (OSError, ValueError, AttributeError) as e:  # closed, a broken pipe, None
+            self._lost(type(e).__name__, len(lines), str(e) or type(e).__name__)
+            return
+        self._written(len(lines))
 
 
 _OPEN: dict[Hashable, tuple[AuditQueue, int]] = {}
