@@ -23,7 +23,7 @@ from typing import Any
 from composer.errors import AuditReadError
 from composer.manifest.dsn import describe_dsn, dsn_secrets
 from composer.manifest.models import redact
-from composer.observe.record import AuditLine, read_lines
+from composer.observe.record import AuditLine, parse_line, read_lines
 
 __all__ = ["LOOKUP_LIMIT", "TurnPage", "find_turn", "is_dsn", "read_turns", "shown"]
 
@@ -103,9 +103,9 @@ def find_turn(
             raise LookupError("holds no turn")
         return page.lines[0], page.skipped
     exact = [line for line in page.lines if line.turn_id == turn]
-    if len(exact) == 1 or page.total == 1:
+    if len(exact) == 1 or (page.total == 1 and page.lines):
         return (exact or page.lines)[0], page.skipped
-    if not page.total:
+    if not page.lines:
         raise LookupError(f"no turn {turn}")
     raise LookupError(f"{page.total} turns start with {turn}; give more of the id")
 
@@ -233,15 +233,14 @@ def _from_table(
 
 
 def _parsed(rows: list[tuple[Any, ...]]) -> tuple[list[AuditLine], list[tuple[int, str]]]:
-    from pydantic import ValidationError
-
     lines: list[AuditLine] = []
     skipped: list[tuple[int, str]] = []
     for seq, text in rows:
-        try:
-            lines.append(AuditLine.model_validate_json(text))
-        except ValidationError as e:
-            skipped.append((seq, f"not an audit line ({e.error_count()} problems)"))
+        line = parse_line(text)
+        if isinstance(line, str):
+            skipped.append((seq, line))
+        else:
+            lines.append(line)
     return lines, skipped
 
 

@@ -98,6 +98,7 @@ def connect(dsn: str, timeout_s: float) -> Connection[Any]:
     conn = psycopg.connect(
         dsn,
         autocommit=True,
+        application_name="composer-audit",
         connect_timeout=max(2, math.ceil(timeout_s)),  # libpq's least is 2 seconds
         tcp_user_timeout=ms,
         keepalives=1,
