@@ -1,4 +1,7 @@
-"""The audit log's writer: a bounded queue and one thread per file, so a turn never waits on a disk.
+"""The audit log's writers: a bounded queue and one thread per sink, so a turn never waits on it.
+
+``AuditQueue`` is the queue and thread every sink shares; ``AuditLog`` appends to a file (below),
+``StdoutAuditLog`` writes to standard output, and ``composer.observe.audit_postgres`` to a table.
 
 A turn appends its snapshot (``record.snapshot``) to the queue (``put`` never blocks: when the
 queue is full, in lines or in bytes, the line is dropped and counted) and, if the writer
@@ -18,8 +21,9 @@ to open, write or rotate (a full disk, a missing folder, no permission) loses th
 counts them in ``failed``, and logs a warning (at most one a minute per kind of failure,
 masked); the next batch tries again. Nothing here raises into a turn.
 
-One ``AuditLog`` serves one path in this process, whatever number of loaded manifests write to
-it (``open_audit_log`` counts its users), so a reload never puts two writers on one file.
+One sink serves one path (one DSN and schema, standard output) in this process, whatever number
+of loaded manifests write to it (``open_audit_log`` counts its users), so a reload never puts
+two writers on one file.
 """
 
 from __future__ import annotations

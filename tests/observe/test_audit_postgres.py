@@ -120,6 +120,9 @@ async def test_turns_land_once_each_and_are_listed_newest_first(
     other = composer.Branch("S\n", name="search")
     other.id = "branch-b"
     second = await run_turns(manifest, ["deploy 3"], branch=other, principal="team-b")
+    assert sink(manifest).flush(30)
+    ready = ContextService(manifest).readiness().model_dump(mode="json")
+    assert ready["audit"] == {"kind": "postgres", "writing": True, "lost": 0}
     await manifest.aclose()  # the last user of the sink: what is queued is written
     ids = [r.turn_id for r in first + second]
     assert sorted(row[0] for row in rows(postgres_dsn, schema)) == sorted(ids)  # once each
@@ -128,8 +131,10 @@ async def test_turns_land_once_each_and_are_listed_newest_first(
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[1] for line in out[:-1]] == ids[::-1]  # newest first
     assert out[-1] == "# 3 turns"
-    assert " team-b " in out[0] and "branch-b (search)" in out[0]
-    assert "[++]" in out[-2] and "[+w]" in out[-3]  # deploys fired, then guarded
+    assert " team-b " in out[0]
+    assert "branch-b (search)" in out[0]
+    assert "[++]" in out[-2]
+    assert "[+w]" in out[-3]
 
     assert main(["audit", "list", postgres_dsn, "--schema", schema, "--limit", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "# the newest 1 of 3 turns"
@@ -145,7 +150,8 @@ async def test_show_and_diff_name_turns_by_id_or_prefix(
     reports = await run_turns(manifest, ["deploy now", "status please"])
     await manifest.aclose()
     first, second = (r.turn_id for r in reports)
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     location = [postgres_dsn, "--schema", schema]
 
     assert main(["audit", "show", *location, "--turn", second]) == 0
@@ -294,7 +300,8 @@ async def test_a_server_stopped_mid_run_and_restarted(
         manifest = manifest_at(tmp_path, table(cluster.dsn, "audit"))
         await run_turns(manifest, ["deploy 1"])
         log = sink(manifest)
-        assert log.flush(30) and log.written == 1
+        assert log.flush(30)
+        assert log.written == 1
         cluster.stop()
         with caplog.at_level(logging.WARNING):
             reports = await run_turns(manifest, [f"deploy {i}" for i in range(2, 7)])
@@ -328,7 +335,8 @@ async def test_huge_texts_and_hostile_branch_ids_land_whole_in_the_line(
     assert {len(row[0]) for row in stored} == {INDEXED_CHARS}
     assert max(row[2] for row in stored) > 2_000_000
     line, _ = find_turn(postgres_dsn, reports[0].turn_id, schema=schema)
-    assert line.instruction is not None and line.instruction.text == huge
+    assert line.instruction is not None
+    assert line.instruction.text == huge
     assert line.branch.id == "b" * 10_000
     assert line.branch.name == "bad\0name\ud800"  # read back, however strange
     page = read_turns(postgres_dsn, schema=schema, branch="b" * 10_000)
@@ -395,3 +403,14 @@ def test_stdout_writes_one_json_line_per_turn(tmp_path: Path) -> None:
     assert sorted(line.turn_id or "" for line in lines) == sorted(ids)  # one line per turn
     assert {line.branch.name for line in lines} == {"payments"}
     assert done.stderr == ""
+
+
+def test_stdout_audit_is_refused_where_stdout_is_the_mcp_stream(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("mcp", reason="the serve extra is not installed")
+    manifest_at(tmp_path, "stdout: true")
+    assert main(["serve", str(tmp_path / "m.yaml"), "--mcp-stdio"]) == 1
+    captured = capsys.readouterr()
+    assert "runtime.audit.stdout would write into the MCP stream" in captured.err
+    assert captured.out == ""
