@@ -124,7 +124,7 @@ async def test_turns_land_once_each_and_are_listed_newest_first(
     ready = ContextService(manifest).readiness().model_dump(mode="json")
     assert ready["audit"] == {"kind": "postgres", "writing": True, "lost": 0}
     await manifest.aclose()  # the last user of the sink: what is queued is written
-    ids = [r.turn_id for r in first + second]
+    ids = [r.turn_id or "" for r in first + second]
     assert sorted(row[0] for row in rows(postgres_dsn, schema)) == sorted(ids)  # once each
 
     assert main(["audit", "list", postgres_dsn, "--schema", schema]) == 0
