@@ -25,10 +25,25 @@ from composer.manifest.dsn import describe_dsn, dsn_secrets
 from composer.manifest.models import redact
 from composer.observe.record import AuditLine, parse_line, read_lines
 
-__all__ = ["LOOKUP_LIMIT", "TurnPage", "find_turn", "is_dsn", "read_turns", "shown"]
+__all__ = [
+    "LOOKUP_LIMIT",
+    "MAX_LIMIT",
+    "MAX_OFFSET",
+    "TurnPage",
+    "find_turn",
+    "is_dsn",
+    "read_turns",
+    "shown",
+]
 
 LOOKUP_LIMIT = 50
 """The turns ``find_turn`` reads that share a prefix (enough to tell one from many)."""
+
+MAX_LIMIT = 10_000
+"""The most turns one page holds: a reader's memory is bounded whatever it is asked."""
+
+MAX_OFFSET = 100_000
+"""The deepest page: a file's reader keeps ``offset + limit`` lines while it reads."""
 
 _SCHEMES = ("postgresql://", "postgres://")
 
@@ -78,12 +93,16 @@ def read_turns(
     ``since`` (inclusive) and ``until`` (exclusive), times (naive ones are UTC). A file's
     newest turns are its last lines; a table's are by time, then by row.
 
-    Raises ``AuditReadError`` (its message names the location masked) for a file that cannot
-    be read, a database that cannot be reached (past ``timeout_s``), a schema without an
-    audit table, or psycopg missing; ``ValueError`` for a negative limit or offset.
+    Blocking (a file read, a query): call it from a thread in async code. Raises
+    ``AuditReadError`` (its message names the location masked) for a file that cannot be read,
+    a database that cannot be reached (past ``timeout_s``), a schema without an audit table,
+    or psycopg missing; ``ValueError`` for a limit outside 0 to ``MAX_LIMIT`` or an offset
+    outside 0 to ``MAX_OFFSET``.
     """
-    if limit < 0 or offset < 0:
-        raise ValueError("limit and offset must be 0 or more")
+    if not (0 <= limit <= MAX_LIMIT and 0 <= offset <= MAX_OFFSET):
+        raise ValueError(
+            f"limit must be 0 to {MAX_LIMIT} and offset 0 to {MAX_OFFSET}: {limit}, {offset}"
+        )
     window = (_utc(since), _utc(until))
     if is_dsn(location):
         table = _Table(str(location), schema, timeout_s)

@@ -359,6 +359,51 @@ def test_a_missing_table_or_server_is_one_line_naming_it_masked(
         read_turns(dsn)
 
 
+async def test_a_role_that_may_only_insert_writes_to_a_table_made_for_it(
+    tmp_path: Path, postgres_dsn: str, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An administrator makes the table; the writers' role may insert and nothing else (no
+    right to create, select or delete): turns land, retention is warned about, not fatal."""
+    import uuid
+
+    admin = manifest_at(tmp_path, table(postgres_dsn, schema))
+    await run_turns(admin, ["deploy 1"])
+    await admin.aclose()
+    role = f"audit_writer_{uuid.uuid4().hex[:10]}"
+    grants = (
+        f"CREATE ROLE {role} LOGIN",
+        f"GRANT USAGE ON SCHEMA {{s}} TO {role}",
+        f"GRANT INSERT ON {{s}}.audit_turns TO {role}",
+        f"GRANT USAGE ON SEQUENCE {{s}}.audit_turns_seq_seq TO {role}",
+    )
+    try:
+        for grant in grants:
+            rows(postgres_dsn, schema, grant)
+        from psycopg.conninfo import make_conninfo
+
+        writer_dsn = make_conninfo(postgres_dsn, user=role)
+        manifest = manifest_at(tmp_path, table(writer_dsn, schema))
+        with caplog.at_level(logging.WARNING):
+            await run_turns(manifest, ["deploy 2", "deploy 3"])
+            log = sink(manifest)
+            await manifest.aclose()
+        assert (log.written, log.failed) == (2, 0)
+        assert len(rows(postgres_dsn, schema)) == 3
+        retention = [r for r in audit_warnings(caplog) if "retention failed" in r.getMessage()]
+        assert len(retention) == 1
+    finally:
+        rows(postgres_dsn, schema, f"DROP OWNED BY {role}")
+        rows(postgres_dsn, schema, f"DROP ROLE {role}")
+
+
+def test_a_page_is_bounded_whatever_is_asked(tmp_path: Path) -> None:
+    (tmp_path / "t.jsonl").write_text("")
+    for limit, offset in ((10_001, 0), (1, 100_001), (-1, 0)):
+        with pytest.raises(ValueError, match="limit must be 0 to 10000"):
+            read_turns(tmp_path / "t.jsonl", limit=limit, offset=offset)
+    assert main(["audit", "list", str(tmp_path / "t.jsonl"), "--limit", "10001"]) == 2
+
+
 # -- the manifest
 
 
