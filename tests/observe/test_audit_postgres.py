@@ -414,6 +414,7 @@ def test_exactly_one_sink_and_a_dsns_password_is_a_secret(tmp_path: Path) -> Non
             composer.load_manifest(tmp_path / "m.yaml")
     manifest = manifest_at(tmp_path, table("postgresql://auditor:pw-written-here@db/x", "a"))
     assert manifest.redact("pw-written-here auditor") == "*** ***"
+    assert "pw-written-here" not in repr(manifest)
 
 
 # -- standard output
