@@ -68,11 +68,11 @@ def runtime_findings(manifest: Manifest) -> list[Finding]:
     cannot use (every turn's line would be lost), the redis client for ``cache.redis`` (each
     cached provider would fail), the packages of ``traces`` and ``metrics`` (a warning: turns
     run without them)."""
-    from composer.observe.audit import audit_problem
-
     runtime = manifest.runtime
     found: list[Finding] = []
     if runtime.audit is not None:
+        from composer.observe.audit import audit_problem  # 35 ms: only when there is one
+
         problem = audit_problem(runtime.audit.path)
         if problem is not None:
             where = manifest.origin("runtime", "audit", "path")

@@ -23,7 +23,9 @@ DESCRIPTION = (
     "provider order another. Three forms: MANIFEST --env A --env B (two environments "
     "of one folder); OLD NEW [--env ENV] (one environment of two folders or files); "
     "MANIFEST --rev A..B [--env ENV] (one environment at two git revisions; --rev A "
-    "compares A with the working tree). Exit 0, or with --exit-code 1 when they differ; "
+    "compares A with the working tree; a revision without a .env beside the manifests "
+    "reads the working tree's, and the output says so). Exit 0, or with --exit-code 1 "
+    "when they differ; "
     "a side that does not load exits 1 (2 with --exit-code)."
 )
 
