@@ -73,10 +73,10 @@ def runtime_findings(manifest: Manifest) -> list[Finding]:
     if runtime.audit is not None:
         from composer.observe.audit import audit_problem  # 35 ms: only when there is one
 
-        problem = audit_problem(runtime.audit.path)
-        if problem is not None:
+        unusable = audit_problem(runtime.audit.path)
+        if unusable is not None:
             where = manifest.origin("runtime", "audit", "path")
-            found.append(Finding(where, f"runtime.audit.path: {problem}", error=True))
+            found.append(Finding(where, f"runtime.audit.path: {unusable}", error=True))
     needs = [
         (runtime.cache is not None, ("cache", "redis"), "redis", "redis", True),
         (runtime.traces, ("traces",), "otel", "opentelemetry", False),
