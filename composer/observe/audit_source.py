@@ -29,6 +29,7 @@ __all__ = [
     "LOOKUP_LIMIT",
     "MAX_LIMIT",
     "MAX_OFFSET",
+    "MAX_SKIPPED",
     "TurnPage",
     "find_turn",
     "is_dsn",
@@ -45,6 +46,10 @@ MAX_LIMIT = 10_000
 MAX_OFFSET = 100_000
 """The deepest page: a file's reader keeps ``offset + limit`` lines while it reads."""
 
+MAX_SKIPPED = 100
+"""The lines that are not audit lines a page names at most (a file of another program's
+text would otherwise name each of its lines)."""
+
 _SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -56,8 +61,11 @@ class TurnPage:
     total: int
     """The turns that match the filters, on every page (``lines`` are ``limit`` of them)."""
     skipped: list[tuple[int, str]] = field(default_factory=list)
-    """``(line number or row seq, problem)`` of each line read that is not an audit line
-    (a torn last line after a crash, another program's text): reported, never guessed at."""
+    """``(line number or row seq, problem)`` of the lines read that are not audit lines (a
+    torn last line after a crash, another program's text): reported, never guessed at; the
+    first ``MAX_SKIPPED`` of them."""
+    unreadable: int = 0
+    """How many lines read were not audit lines, ``skipped`` or not."""
 
 
 def is_dsn(location: str | os.PathLike[str]) -> bool:
@@ -149,18 +157,20 @@ def _from_file(
 ) -> TurnPage:
     kept: deque[AuditLine] = deque(maxlen=limit + offset)
     skipped: list[tuple[int, str]] = []
-    total = 0
+    total = unreadable = 0
     try:
         for number, line in read_lines(path):
             if isinstance(line, str):
-                skipped.append((number, line))
+                unreadable += 1
+                if len(skipped) < MAX_SKIPPED:
+                    skipped.append((number, line))
             elif _matches(line, turn, branch, principal, window):
                 total += 1
                 kept.append(line)
     except OSError as e:
         raise AuditReadError(f"{path}: {e.strerror or e}") from None
     newest = list(reversed(kept))
-    return TurnPage(newest[offset : offset + limit], total, skipped)
+    return TurnPage(newest[offset : offset + limit], total, skipped, unreadable)
 
 
 def _matches(
@@ -248,7 +258,7 @@ def _from_table(
         problem = redact(str(e).strip().splitlines()[0] if str(e).strip() else "", dsn_secrets(dsn))
         raise AuditReadError(f"{where_shown}: {problem or type(e).__name__}") from None
     lines, skipped = _parsed(rows)
-    return TurnPage(lines, counted[0] if counted else len(lines), skipped)
+    return TurnPage(lines, counted[0] if counted else len(lines), skipped, len(skipped))
 
 
 def _parsed(rows: list[tuple[Any, ...]]) -> tuple[list[AuditLine], list[tuple[int, str]]]:

@@ -402,6 +402,9 @@ def test_a_page_is_bounded_whatever_is_asked(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="limit must be 0 to 10000"):
             read_turns(tmp_path / "t.jsonl", limit=limit, offset=offset)
     assert main(["audit", "list", str(tmp_path / "t.jsonl"), "--limit", "10001"]) == 2
+    (tmp_path / "t.jsonl").write_text("not a line\n" * 500)
+    page = read_turns(tmp_path / "t.jsonl")
+    assert (page.total, len(page.skipped), page.unreadable) == (0, 100, 500)
 
 
 # -- the manifest
