@@ -14,6 +14,7 @@ port and database).
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -216,10 +217,16 @@ def _from_table(
     if turn is not None:
         where.append("turn_id LIKE %s")
         values.append(_like_prefix(turn[:INDEXED_CHARS]))
-    for column, value in (("branch_id", branch), ("principal", principal)):
+    for column, value, before, after in (
+        ("branch_id", branch, '"branch":{"id":', ',"name":'),
+        ("principal", principal, '"principal":', '},"manifest":'),
+    ):
         if value is not None:
             where.append(f"{column} = %s")
             values.append(value[:INDEXED_CHARS])
+            if len(value) >= INDEXED_CHARS:  # the column holds its start: the line decides
+                where.append("strpos(line, %s) > 0")  # as json_line wrote it, never parsed
+                values.append(before + json.dumps(value) + after)
     since, until = window
     if since is not None:
         where.append("time >= %s")

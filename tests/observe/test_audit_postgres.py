@@ -327,7 +327,8 @@ async def test_huge_texts_and_hostile_branch_ids_land_whole_in_the_line(
     huge = "deploy " + "y" * 2_000_000
     branch = composer.Branch("S\n", name="bad\0name\ud800")
     branch.id = "b" * 10_000
-    reports = await run_turns(manifest, [huge, "deploy small"], branch=branch)
+    principal = "p" * 300
+    reports = await run_turns(manifest, [huge, "deploy small"], branch=branch, principal=principal)
     log = sink(manifest)
     await manifest.aclose()
     assert (log.written, log.failed, log.dropped) == (2, 0, 0)
@@ -341,6 +342,10 @@ async def test_huge_texts_and_hostile_branch_ids_land_whole_in_the_line(
     assert line.branch.name == "bad\0name\ud800"  # read back, however strange
     page = read_turns(postgres_dsn, schema=schema, branch="b" * 10_000)
     assert page.total == 2
+    near = "b" * 9_999 + "c"  # the same first 256 characters: another branch all the same
+    assert read_turns(postgres_dsn, schema=schema, branch=near).total == 0
+    assert read_turns(postgres_dsn, schema=schema, principal=principal).total == 2
+    assert read_turns(postgres_dsn, schema=schema, principal=principal[:-1] + "q").total == 0
 
 
 def test_a_missing_table_or_server_is_one_line_naming_it_masked(
