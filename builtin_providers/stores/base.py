@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
@@ -310,7 +311,9 @@ def record_of(item: Any) -> dict[str, Any]:
     if get("written_back", False) is True:
         record["written_back"] = True
     created = get("created_at", None)
-    if created is not None:
+    if isinstance(created, datetime):  # another library's item may keep a datetime
+        created = created.timestamp()
+    if isinstance(created, int | float) and not isinstance(created, bool):
         record["created_at"] = float(created)
     return record
 

@@ -170,7 +170,7 @@ def _record(item: Any) -> dict[str, Any]:
     if getattr(item, "written_back", False) is True:
         record["written_back"] = True
     created = getattr(item, "created_at", None)
-    if created is not None:
+    if isinstance(created, int | float) and not isinstance(created, bool):
         record["created_at"] = float(created)
     return record
 
