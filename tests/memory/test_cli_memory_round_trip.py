@@ -249,3 +249,22 @@ def test_an_import_file_over_the_size_limit_is_refused_before_it_is_read(
     assert f"is {DEFAULT_MAX_BYTES + 1} bytes, over the {DEFAULT_MAX_BYTES}-byte limit" in err
     assert not target.exists()
     assert os.stat(source).st_size == DEFAULT_MAX_BYTES + 1
+
+
+async def test_agent_results_exported_into_a_seed_file_are_still_evicted_first(
+    tmp_path: Path,
+) -> None:
+    seed = tmp_path / "seed.jsonl"
+    lines = [
+        {"id": "note", "content": "a curated note", "created_at": 1700000000.0},
+        {"id": "old", "content": "an exported agent result", "written_back": True},
+    ]
+    seed.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    store = SqliteMemoryStore(tmp_path / "team.sqlite", seed=seed)
+    try:
+        await store.add([MemoryItem("a new result", [], {}, "new")], written_back=True, cap=1)
+        items = await store.export()
+    finally:
+        await store.aclose()
+    assert [item.id for item in items] == ["note", "new"]
+    assert items[0].created_at == 1700000000.0

@@ -128,3 +128,21 @@ async def test_items_keep_their_written_back_flag_and_times(store: ItemStore) ->
     found = await store.retrieve("result")
     assert found is not None
     assert found.written_back
+
+
+async def test_another_librarys_item_keeps_its_creation_time(store: ItemStore) -> None:
+    """``store`` takes LionAGI's items (a float ``created_at``) and others' (a datetime)."""
+    from datetime import UTC, datetime
+
+    stamped = {
+        "content": "from elsewhere",
+        "id": "e1",
+        "created_at": datetime(2025, 1, 1, tzinfo=UTC),
+    }
+    await store.store(stamped)
+    await store.store({"content": "lionagi's", "id": "e2", "created_at": 1735689600.5})
+    await store.store({"content": "odd", "id": "e3", "created_at": "yesterday"})  # not a time
+    times = [item.created_at for item in await store.export()]
+    assert times[:2] == [1735689600.0, 1735689600.5]
+    assert times[2] is not None
+    assert times[2] > 1735689600.5  # stamped by the store instead
