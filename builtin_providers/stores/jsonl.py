@@ -10,8 +10,8 @@ writeback is marked, and every line it appends is stamped); a line's ``id`` is k
 parsed; a file grown by an append is read from where it was, anything else (smaller,
 replaced, rewritten before its end) is read again whole.
 
-Hardening: a bad or truncated line is skipped with a warning, and so is one nested deeper
-than ``MAX_DEPTH`` (``export``, which must leave nothing out, fails on the first instead,
+Hardening: a bad or truncated line is skipped with a warning (the first ``MAX_WARNINGS``),
+and so is one nested deeper than ``MAX_DEPTH`` (``export``, which must leave nothing out, fails on the first instead,
 naming its line); the file is opened with ``O_NOFOLLOW`` and must be a regular file (a
 ``memory.jsonl`` replaced by a symlink is refused, never read or appended to); the whole file
 is capped at ``max_bytes``; a file the store creates is 0600, whatever the umask. An append
@@ -58,7 +58,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: appends are still single writes
     fcntl = None
 
-__all__ = ["DEFAULT_MAX_BYTES", "MAX_DEPTH", "JsonlMemoryStore", "parse_line"]
+__all__ = ["DEFAULT_MAX_BYTES", "MAX_DEPTH", "MAX_WARNINGS", "JsonlMemoryStore", "parse_line"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,10 @@ MAX_DEPTH = 100
 """Deepest nesting of lists and objects a line may have (deeper lines are skipped)."""
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+MAX_WARNINGS = 20
+"""Skipped lines logged one by one per reading of a file; then one line says more were
+skipped: a hostile file of a million bad lines is not a million lines of log."""
 
 _GUARD = 64  # bytes before the read position that must be unchanged for a tail-only read
 
@@ -136,6 +140,7 @@ class _Parsed:
     bad: tuple[str, str] | None = None  # the first line skipped as unreadable: where, why
     bad_lines: int = 0
     bad_tail: tuple[str, str] | None = None  # the last line, when it is unreadable
+    warned: int = 0  # lines skipped so far, logged or not
 
     def add(self, item: MemoryItem) -> bool:
         key = (item.namespace, item.id)
@@ -337,7 +342,7 @@ class JsonlMemoryStore:
                 item = parse_line(line)
             except (ValueError, UnicodeDecodeError) as e:
                 where = f"truncated last line {number}" if last else f"line {number}"
-                logger.warning("memory file %s: skipped %s: %s", self.path, where, e)
+                self._skipped(parsed, "%s: %s", where, e)
                 if last:
                     parsed.bad_tail = (where, str(e))
                 else:
@@ -347,12 +352,15 @@ class JsonlMemoryStore:
             if last:
                 parsed.tail = None if (item.namespace, item.id) in parsed.by_id else item
             elif not parsed.add(item):
-                logger.warning(
-                    "memory file %s: skipped line %d: id %r is already there",
-                    self.path,
-                    number,
-                    item.id,
-                )
+                self._skipped(parsed, "line %d: id %.80r is already there", number, item.id)
+
+    def _skipped(self, parsed: _Parsed, message: str, *args: Any) -> None:
+        """Log a skipped line, the first ``MAX_WARNINGS`` of a reading of the file one by one."""
+        parsed.warned += 1
+        if parsed.warned <= MAX_WARNINGS:
+            logger.warning("memory file %s: skipped " + message, self.path, *args)
+        elif parsed.warned == MAX_WARNINGS + 1:
+            logger.warning("memory file %s: more lines skipped, not logged one by one", self.path)
 
     # ------------------------------------------------------------------ writing
 

@@ -22,7 +22,7 @@ from builtin_providers.stores import (
     PostgresMemoryStore,
     SqliteMemoryStore,
 )
-from builtin_providers.stores.jsonl import DEFAULT_MAX_BYTES, MAX_DEPTH
+from builtin_providers.stores.jsonl import DEFAULT_MAX_BYTES, MAX_DEPTH, MAX_WARNINGS
 from composer.cli.main import main
 
 KINDS = ["jsonl", "sqlite", "postgres"]
@@ -268,3 +268,19 @@ async def test_agent_results_exported_into_a_seed_file_are_still_evicted_first(
         await store.aclose()
     assert [item.id for item in items] == ["note", "new"]
     assert items[0].created_at == 1700000000.0
+
+
+def test_a_file_of_many_bad_lines_is_a_bounded_number_of_log_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    source = tmp_path / "hostile.jsonl"
+    duplicate = json.dumps({"id": "x" * 10_000, "content": "again"}).encode() + b"\n"
+    source.write_bytes(duplicate * 3 + b"nope\n" * 1000)
+    code, _, err = run(capsys, "import", str(source), str(tmp_path / "t.sqlite"))
+    assert code == 1
+    assert "line 4: not JSON: Expecting value at column 1 (and 999 more unreadable lines)" in err
+    logged = [r.getMessage() for r in caplog.records if r.name == JsonlMemoryStore.__module__]
+    assert len(logged) == MAX_WARNINGS + 1
+    assert logged[-1].endswith("more lines skipped, not logged one by one")
+    assert "skipped line 2: id 'xxx" in logged[0]
+    assert max(len(line) for line in logged) < 300  # a huge id is not logged whole
