@@ -202,11 +202,10 @@ def test_every_broken_seed_line_is_named_with_its_file_and_line(
     where = f'{location(m, "seed:", "seed.jsonl")}: provider "mem": source.seed: {seed}'
     err = capsys.readouterr().err.splitlines()
     assert [line.removeprefix(where) for line in err] == [
-        ":2: Expecting value: line 1 column 1 (char 0); the line would be skipped",
+        ":2: not JSON: Expecting value (column 1); the line would be skipped",
         ":5: id 'x' is already there; the line would be skipped",
         ":6: no 'content'; the line would be skipped",
-        ":7: Unterminated string starting at: line 1 column 13 (char 12); "
-        "the line would be skipped",
+        ":7: not JSON: Unterminated string starting at (column 13); the line would be skipped",
     ]
     assert not (tmp_path / "m.sqlite").exists()  # checked, not imported
 
@@ -223,7 +222,7 @@ def test_a_good_seed_is_valid_and_many_broken_lines_are_counted(
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 11
     assert err[0].endswith(
-        f"{seed}:2: Expecting value: line 1 column 1 (char 0); the line would be skipped"
+        f"{seed}:2: not JSON: Expecting value (column 1); the line would be skipped"
     )
     assert err[9].split(f"{seed}:")[1].startswith("11: ")
     assert err[10].endswith(f"source.seed: {seed}: 15 more broken line(s)")
