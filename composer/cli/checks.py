@@ -65,19 +65,21 @@ def manifest_findings(manifest: Manifest, *, variables_read: bool = True) -> lis
 
 def runtime_findings(manifest: Manifest) -> list[Finding]:
     """What the ``runtime`` options need that this machine lacks: an audit file the writer
-    cannot use (every turn's line would be lost), the redis client for ``cache.redis`` (each
+    cannot use (every turn's line would be lost), psycopg for an audit table, the redis client for ``cache.redis`` (each
     cached provider would fail), the packages of ``traces`` and ``metrics`` (a warning: turns
     run without them)."""
     runtime = manifest.runtime
     found: list[Finding] = []
-    if runtime.audit is not None:
+    if runtime.audit is not None and runtime.audit.path is not None:
         from composer.observe.audit import audit_problem  # 35 ms: only when there is one
 
         unusable = audit_problem(runtime.audit.path)
         if unusable is not None:
             where = manifest.origin("runtime", "audit", "path")
             found.append(Finding(where, f"runtime.audit.path: {unusable}", error=True))
+    table = runtime.audit is not None and runtime.audit.postgres is not None
     needs = [
+        (table, ("audit", "postgres"), "postgres", "psycopg", True),
         (runtime.cache is not None, ("cache", "redis"), "redis", "redis", True),
         (runtime.traces, ("traces",), "otel", "opentelemetry", False),
         (runtime.metrics, ("metrics",), "metrics", "prometheus_client", False),

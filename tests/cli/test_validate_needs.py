@@ -239,3 +239,17 @@ def test_a_seed_the_store_refuses_is_an_error(
         f'{location(m, "seed:", "seed.jsonl")}: provider "mem": source.seed: memory file '
         f"{tmp_path / 'seed.jsonl'} is a symlink (links are not followed)"
     ]
+
+
+def test_an_audit_table_without_psycopg_is_an_error_at_its_key(tmp_path: Path) -> None:
+    m = put(
+        tmp_path / "m.yaml",
+        'version: 1\nruntime:\n  audit: {postgres: {dsn: "postgresql://u@127.0.0.1:1/db"}}\n',
+    )
+    result = validate_without(tmp_path, ("psycopg",), str(m))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"{location(m, 'postgres:', '{dsn')}: runtime.audit.postgres: needs psycopg "
+        "(the postgres extra), not installed: pip install 'context-composer[postgres]'"
+    ]
+    assert validate_without(tmp_path, (), str(m)).returncode == 0  # nothing is connected
