@@ -55,6 +55,9 @@ logger = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 """Answered without a token and never rate limited: probes and the API's own description."""
+CONSOLE_PREFIX = "/console"
+"""Where ``ServeOptions.console`` is mounted; its pages authenticate themselves (a browser
+following a link sends a session cookie, not a bearer header)."""
 
 _BODIES = ("/v1/turns", "/v1/branches/", "/mcp")
 """The routes that take a POST body: it must be JSON (other paths answer 405 to a POST)."""
@@ -132,6 +135,8 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
 
         mcp_routes, session_manager = mcp_http_routes(service, options)
         routes.extend(mcp_routes)
+    if options.console is not None:
+        routes.append(options.console)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -171,7 +176,14 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
     if principals is None and options.token is not None:
         principals = Principals.single(options.token)
     if principals is not None:
-        middleware.append(Middleware(BearerAuth, principals=principals, open_paths=OPEN_PATHS))
+        middleware.append(
+            Middleware(
+                BearerAuth,
+                principals=principals,
+                open_paths=OPEN_PATHS,
+                own_auth=CONSOLE_PREFIX if options.console is not None else None,
+            )
+        )
         if limited:
             middleware.append(
                 Middleware(

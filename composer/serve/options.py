@@ -4,8 +4,12 @@ HTTP), in a module of their own so that neither server module imports the other 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from composer.serve.principals import Principals
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
 
 __all__ = ["ServeOptions"]
 
@@ -31,3 +35,6 @@ class ServeOptions:
     """The address listened on: the MCP transport's DNS-rebinding guard depends on it."""
     access_log: bool = False
     """Log one line per request with its principal (``composer.serve.access``)."""
+    console: BaseRoute | None = None
+    """The web console's routes (``composer serve --console``), mounted at ``/console``: they
+    authenticate their requests themselves (a bearer header or a session cookie)."""
