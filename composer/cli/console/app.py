@@ -339,6 +339,7 @@ class Console:
             "manifest.html",
             principal=principal,
             path=str(manifest.path) if manifest.path is not None else "(in memory)",
+            folder=f"{Path(manifest.path).parent}/" if manifest.path is not None else "",
             env=self.env,
             values=effective_values(manifest),
             environments=names,
