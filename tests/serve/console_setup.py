@@ -51,7 +51,8 @@ def write_files(folder: Path) -> tuple[Path, Path]:
     manifest = folder / "dev.yaml"
     manifest.write_text(MANIFEST)
     (folder / "prod.yaml").write_text(MANIFEST.replace("budget: 60", "budget: 80"))
-    principals = folder / "principals.yaml"
+    principals = folder / "access" / "principals.yaml"  # not beside them: not an environment
+    principals.parent.mkdir()
     principals.write_text(PRINCIPALS)
     return manifest, principals
 
