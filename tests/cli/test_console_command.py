@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cli.test_audit_list import write_turns
 from serve.conftest import PYTHON, ROOT, stop, wait_for
-from test_audit_list import write_turns
 
 from composer.cli.main import main
 

@@ -37,9 +37,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, P
     post_turn(server.url, "team a: the disk is full on db-1", token=TOKENS["team-a"])
     post_turn(server.url, f"team a: rotate {SENTINEL} now", token=TOKENS["team-a"])
     post_turn(server.url, "team b: payroll run failed", branch="pay-9", token=TOKENS["team-b"])
-    wait_for_lines(folder / "turns.jsonl", 3)
+    post_turn(server.url, HOSTILE, branch="pay-9", token=TOKENS["team-b"])
+    wait_for_lines(folder / "turns.jsonl", 4)
     yield server, folder
     assert server.stop() == 0
+
+
+HOSTILE = '</pre><script>alert(1)</script><img src=x onerror="alert(2)">'
+"""An instruction that would run script if a page printed it as HTML."""
 
 
 def bearer(who: str) -> dict[str, str]:
@@ -303,6 +308,18 @@ def test_the_providers_page_counts_each_outcome(served: tuple[Server, Path]) -> 
     assert rows["runbook"][:6] == [rows["runbook"][0], rows["runbook"][1], 0, 0, 0, 0]
     assert rows["huge"][2] == sum(rows["huge"][:5])  # always over the budget
     assert rows["rules"][0] == sum(rows["rules"][:5])  # always fired
+
+
+def test_text_from_a_turn_is_shown_never_run(served: tuple[Server, Path]) -> None:
+    """An instruction (and the block that repeats it) is escaped on every page: a turn's
+    text cannot put markup, let alone script, into the console."""
+    server, folder = served
+    hostile = wait_for_turn(folder / "turns.jsonl", HOSTILE)["turn_id"]
+    for path in ("/console/turns", f"/console/turns/{hostile}"):
+        page = httpx.get(server.url + path, headers=bearer("team-b"), timeout=30).text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page, path
+        assert "<script" not in page, path
+        assert "<img" not in page, path
 
 
 def test_the_console_is_off_unless_asked(dev_server: Server) -> None:

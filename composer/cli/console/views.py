@@ -183,8 +183,9 @@ def turn_view(line: AuditLine) -> TurnView:
         for i, p in enumerate(line.providers)
         if p.block is not None
     ]
-    kept = all(b.text is not None for b in blocks) and line.system is not None
-    return _view(preview_of(line), blocks, kept and line.system.text is not None)
+    system = line.system
+    kept = system is not None and system.text is not None
+    return _view(preview_of(line), blocks, kept and all(b.text is not None for b in blocks))
 
 
 def turn_view_of_preview(preview: Preview) -> TurnView:
