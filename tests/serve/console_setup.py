@@ -3,14 +3,17 @@ that must never reach a page, and turns made by real requests to ``composer serv
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import httpx
 
-from serve.conftest import STARTUP_S
+from serve.conftest import PYTHON, ROOT, STARTUP_S, stop, wait_for
 
 SENTINEL = "SENTINEL-c0ns0le-7f3a"
 """A secret's value (``${CONSOLE_SECRET}``): no page, asset or header may ever hold it."""
@@ -92,3 +95,25 @@ def wait_for_lines(log: Path, count: int) -> list[str]:
         if time.monotonic() > deadline:
             raise AssertionError(f"{log} holds {len(lines)} lines, not {count}")
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def console_process(*args: str) -> Iterator[str]:
+    """``composer console ARGS --port 0`` running; its console's URL. Stopped with SIGTERM
+    after, which must end it cleanly."""
+    process = subprocess.Popen(
+        [PYTHON, "-m", "composer", "console", *args, "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "(127.0.0.1 only)" in line, line
+        url = line.split(" at ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:")
+        wait_for(url + "/turns")
+        yield url
+    finally:
+        assert stop(process) == 0

@@ -2,7 +2,8 @@
 
 The same pages as ``composer serve --console`` (turns, a turn, compare, providers), without a
 manifest or a token: it listens on a loopback address only, and whoever can reach it sees
-every turn of the log (the log's own file permissions already decide who may read it).
+every turn of the log (the log's file permissions, or the database's credentials, already
+decide who may read it).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
+from composer.cli.exit_codes import FAILURE, SUCCESS
 
 if TYPE_CHECKING:
+    from composer.cli.console import TurnSource
     from composer.cli.output import Output
 
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
@@ -23,7 +25,8 @@ _EXTRA_HINT = "pip install 'context-composer[serve]'"
 
 DESCRIPTION = (
     "Serve a read-only web console over an audit log (the file a manifest's `runtime.audit` "
-    "writes) at http://127.0.0.1:PORT/console: the recent turns, filterable; a turn's "
+    "writes, or the DSN of its PostgreSQL table) at http://127.0.0.1:PORT/console: the "
+    "recent turns, filterable; a turn's "
     "providers, budget and the blocks the model saw; two turns side by side; each "
     "provider's counts and durations. Listens on 127.0.0.1 only, without a token. Needs the "
     "serve extra: " + _EXTRA_HINT
@@ -31,7 +34,16 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="AUDIT_FILE", help="the audit log (turns.jsonl)")
+    parser.add_argument(
+        "file",
+        metavar="AUDIT_FILE_OR_DSN",
+        help="the audit log (turns.jsonl), or a postgresql:// DSN of its table",
+    )
+    parser.add_argument(
+        "--schema",
+        default="composer",
+        help="with a DSN: the schema of runtime.audit.postgres (composer)",
+    )
     parser.add_argument("--port", type=int, default=8081, help="port (8081; 0: any free port)")
 
 
@@ -42,18 +54,21 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if missing:
         output.error(f"composer console: {', '.join(missing)} not installed: {_EXTRA_HINT}")
         return FAILURE
-    if "://" in args.file:
-        output.error(
-            "composer console: give the audit log's file (turns.jsonl); a database address "
-            "is not read here yet"
-        )
-        return USAGE
-    path = Path(args.file)
-    if not path.is_file():
+    from composer.cli.console import TurnSource
+    from composer.errors import AuditReadError
+    from composer.observe.audit_source import is_dsn, shown
+
+    source = TurnSource(args.file if is_dsn(args.file) else Path(args.file), args.schema)
+    if not source.is_table and not Path(args.file).is_file():
         output.error(f"composer console: {args.file}: no such file (give the audit log)")
         return FAILURE
     try:
-        _serve(path, args.port, output)
+        source.newest(None, limit=1)  # a database that cannot be reached says so now
+    except AuditReadError as e:
+        output.error(f"composer console: {e}")
+        return FAILURE
+    try:
+        _serve(source, shown(args.file), args.port, output)
     except KeyboardInterrupt:
         return SUCCESS
     except ComposerError as e:
@@ -62,17 +77,17 @@ def run(args: argparse.Namespace, output: Output) -> int:
     return SUCCESS
 
 
-def _serve(path: Path, port: int, output: Output) -> None:
+def _serve(source: TurnSource, shown: str, port: int, output: Output) -> None:
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
-    from composer.cli.console import Console, TurnSource, console_mount
+    from composer.cli.console import Console, console_mount
     from composer.serve.guard import RequestGuard
     from composer.serve.limits import RateLimit
     from composer.serve.runner import bind, serve
 
     app = Starlette(
-        routes=[console_mount(Console(TurnSource(path)))],
+        routes=[console_mount(Console(source))],
         middleware=[
             Middleware(RequestGuard, loopback=True, open_paths=()),
             Middleware(RateLimit, rate=100.0, burst=200, exempt=()),
@@ -81,7 +96,7 @@ def _serve(path: Path, port: int, output: Output) -> None:
     sock = bind("127.0.0.1", port)
 
     def started(url: str) -> None:
-        output.print(f"composer console: {path} at {url}/console (127.0.0.1 only)")
+        output.print(f"composer console: {shown} at {url}/console (127.0.0.1 only)")
         output.out.flush()
 
     serve(app, sock, started=started)

@@ -258,8 +258,8 @@ def _serve_http(
 
 
 def _console(args: argparse.Namespace, service: Any, principals: Any, token: str | None) -> Any:
-    """The console's routes (``--console``), reading the manifest's own audit log; None
-    without ``--console``."""
+    """The console's routes (``--console``), reading the manifest's own audit log (its file
+    or its PostgreSQL table; none with ``stdout``); None without ``--console``."""
     if not args.console:
         return None
     from composer.cli.console import Console, TurnSource, console_mount
@@ -268,9 +268,14 @@ def _console(args: argparse.Namespace, service: Any, principals: Any, token: str
     if principals is None and token is not None:
         principals = Principals.single(token)
     audit = service.manifest.runtime.audit
+    source = None
+    if audit is not None and audit.path is not None:
+        source = TurnSource(audit.path)
+    elif audit is not None and audit.postgres is not None:
+        source = TurnSource(audit.postgres.dsn, audit.postgres.db_schema)
     return console_mount(
         Console(
-            TurnSource(audit.path) if audit is not None else None,
+            source,
             principals=principals,
             manifest=service.manifest,
             env=args.env,

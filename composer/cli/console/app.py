@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -214,13 +214,20 @@ class Console:
             name: query.get(name, "").strip()[:128]
             for name in ("branch", "principal", "provider", "outcome")
         }
-        earliest = since(window)
+        filtered = any(chosen.values())
 
         def keep(line: AuditLine) -> bool:
-            return self.sees(principal, line) and _matches(line, chosen, earliest)
+            return self.sees(principal, line) and _matches(line, chosen)
 
         lines, total = await self._read(
-            lambda source: source.newest(keep, limit=limit, offset=offset)
+            lambda source: source.newest(
+                keep if filtered else None,
+                limit=limit,
+                offset=offset,
+                principal=self._own(principal),
+                since=since(window),
+            ),
+            ([], 0),
         )
 
         def page_at(start: int) -> str:
@@ -257,7 +264,9 @@ class Console:
             lambda source: source.newest(
                 lambda other: self.sees(principal, other) and other.turn_id != line.turn_id,
                 limit=COMPARE_CHOICES,
-            )
+                principal=self._own(principal),
+            ),
+            ([], 0),
         )
         return self.page(
             request,
@@ -297,13 +306,10 @@ class Console:
         earliest = since(window)
 
         def count(source: TurnSource) -> Any:
-            return provider_stats(
-                line
-                for line in source.lines()
-                if self.sees(principal, line) and (earliest is None or line.time >= earliest)
-            )
+            lines = source.lines(principal=self._own(principal), since=earliest)
+            return provider_stats(line for line in lines if self.sees(principal, line))
 
-        stats, turns = await self._read(count)
+        stats, turns = await self._read(count, ([], 0))
         most = max([s.turns for s in stats] or [1])
         slowest = max([s.percentile(0.95) or 0.0 for s in stats] or [0.0]) or 1.0
         return self.page(
@@ -393,19 +399,26 @@ class Console:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    async def _read(self, read: Callable[[TurnSource], Any]) -> Any:
-        """``read(source)`` off the event loop (a file read line by line takes a while)."""
+    def _own(self, principal: Principal) -> str | None:
+        """The principal whose turns a reader may return (None: everyone's, on an open
+        console)."""
+        return None if self.principals is None else principal.name
+
+    async def _read(self, read: Callable[[TurnSource], Any], empty: Any) -> Any:
+        """``read(source)`` off the event loop (a file read line by line takes a while);
+        ``empty`` without an audit log. A log that cannot be read raises ``AuditReadError``
+        (its message masked), which every route answers with a 503 page."""
         if self.source is None:
-            return read(TurnSource(Path("/nonexistent/composer-console")))
+            return empty
         return await asyncio.to_thread(read, self.source)
 
     async def _turn(
         self, request: Request, turn_id: str, principal: Principal
     ) -> AuditLine | Response:
         """The turn ``turn_id`` if ``principal`` may see it, else the 404 or 403 page."""
-        found = None
-        if _TURN_ID.fullmatch(turn_id) and self.source is not None:
-            found = await asyncio.to_thread(self.source.find, turn_id)
+        found: AuditLine | None = None
+        if _TURN_ID.fullmatch(turn_id):
+            found = await self._read(lambda source: source.find(turn_id), None)
         if found is None:
             return self.message(request, 404, "No such turn", f"No turn {turn_id!r} in the log.")
         if not self.sees(principal, found):
@@ -434,22 +447,34 @@ class Console:
 
 def console_mount(console: Console) -> Mount:
     """The console's routes under ``/console``."""
+
+    from composer.errors import AuditReadError
+
+    def route(path: str, endpoint: Endpoint, method: str) -> Route:
+        async def answer(request: Request) -> Response:
+            try:
+                return await endpoint(request)
+            except AuditReadError as e:
+                return console.message(request, 503, "The audit log cannot be read", str(e))
+
+        return Route(path, answer, methods=[method])
+
     routes = [
-        Route("/", console.home, methods=["GET"]),
-        Route("/static/console.css", console.stylesheet_asset, methods=["GET"]),
-        Route("/login", console.login_form, methods=["GET"]),
-        Route("/login", console.login, methods=["POST"]),
-        Route("/logout", console.logout, methods=["POST"]),
-        Route("/turns", console.turns, methods=["GET"]),
-        Route("/turns/{turn_id}", console.turn, methods=["GET"]),
-        Route("/turns/{turn_id}/compare", console.compare, methods=["GET"]),
-        Route("/providers", console.providers, methods=["GET"]),
+        route("/", console.home, "GET"),
+        route("/static/console.css", console.stylesheet_asset, "GET"),
+        route("/login", console.login_form, "GET"),
+        route("/login", console.login, "POST"),
+        route("/logout", console.logout, "POST"),
+        route("/turns", console.turns, "GET"),
+        route("/turns/{turn_id}", console.turn, "GET"),
+        route("/turns/{turn_id}/compare", console.compare, "GET"),
+        route("/providers", console.providers, "GET"),
     ]
     if console.manifest is not None:
-        routes.append(Route("/manifest", console.manifest_page, methods=["GET"]))
+        routes.append(route("/manifest", console.manifest_page, "GET"))
         if console.preview:
-            routes.append(Route("/preview", console.preview_form, methods=["GET"]))
-            routes.append(Route("/preview", console.run_preview, methods=["POST"]))
+            routes.append(route("/preview", console.preview_form, "GET"))
+            routes.append(route("/preview", console.run_preview, "POST"))
     return Mount(PREFIX, routes=routes)
 
 
@@ -477,10 +502,11 @@ def _number(given: str | None, default: int, low: int, high: int) -> int:
     return max(low, min(high, int(given)))
 
 
-def _matches(line: AuditLine, chosen: dict[str, str], earliest: str | None) -> bool:
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _matches(line: AuditLine, chosen: dict[str, str]) -> bool:
     """Whether the turn passes the turns page's filters (an empty one passes all)."""
-    if earliest is not None and line.time < earliest:
-        return False
     branch, who, provider, outcome = (
         chosen[k] for k in ("branch", "principal", "provider", "outcome")
     )

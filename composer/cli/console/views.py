@@ -54,13 +54,12 @@ PALETTE = 8
 """Colours a budget bar cycles through (``seg0`` .. ``seg7`` in the stylesheet)."""
 
 
-def since(window: str, now: _dt.datetime | None = None) -> str | None:
-    """The earliest audit-line time in ``window`` (ISO 8601, UTC, as lines write it), or None
-    for all turns. Audit times compare as text: they are all UTC in one format."""
+def since(window: str, now: _dt.datetime | None = None) -> _dt.datetime | None:
+    """The earliest time in ``window`` (UTC), or None for all turns."""
     span = WINDOWS.get(window)
     if span is None:
         return None
-    return ((now or _dt.datetime.now(_dt.UTC)) - span).isoformat()
+    return (now or _dt.datetime.now(_dt.UTC)) - span
 
 
 @dataclass(frozen=True)
