@@ -51,13 +51,13 @@ async def seed(folder: Path) -> list[dict[str, Any]]:
     manifest = composer.load_manifest(folder / "m.yaml")
     branch = composer.Branch("You are on call.\n", name="payments")
     composer.attach(branch, manifest)
-    for text in ("the disk is full", "latency after deploy", "disk again", "p95 dashboards"):
-        token = current_principal.set(Principal("team-a"))
-        try:
+    token = current_principal.set(Principal("team-a"))
+    try:
+        for text in ("the disk is full", "latency after deploy", "disk again", "p95 dashboards"):
             await composer.prepare_turn(branch, text)
-        finally:
-            current_principal.reset(token)
-    await manifest.aclose()
+    finally:
+        current_principal.reset(token)
+        await manifest.aclose()
     return [json.loads(line) for line in (folder / "seed.jsonl").read_text().splitlines()]
 
 
