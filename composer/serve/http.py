@@ -44,7 +44,7 @@ from composer.serve.models import (
     WritebackRequest,
 )
 from composer.serve.openapi import openapi_document
-from composer.serve.options import ServeOptions
+from composer.serve.options import CONSOLE_PREFIX, ServeOptions
 from composer.serve.principals import Principals
 from composer.serve.responses import JsonResponse, error_response
 from composer.serve.service import ContextService
@@ -55,9 +55,6 @@ logger = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 """Answered without a token and never rate limited: probes and the API's own description."""
-CONSOLE_PREFIX = "/console"
-"""Where ``ServeOptions.console`` is mounted; its pages authenticate themselves (a browser
-following a link sends a session cookie, not a bearer header)."""
 
 _BODIES = ("/v1/turns", "/v1/branches/", "/mcp")
 """The routes that take a POST body: it must be JSON (other paths answer 405 to a POST)."""

@@ -11,7 +11,11 @@ from composer.serve.principals import Principals
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
-__all__ = ["ServeOptions"]
+__all__ = ["CONSOLE_PREFIX", "ServeOptions"]
+
+CONSOLE_PREFIX = "/console"
+"""Where ``ServeOptions.console`` is mounted; its pages authenticate themselves (a browser
+following a link sends a session cookie, not a bearer header)."""
 
 
 @dataclass(frozen=True)
@@ -36,5 +40,6 @@ class ServeOptions:
     access_log: bool = False
     """Log one line per request with its principal (``composer.serve.access``)."""
     console: BaseRoute | None = None
-    """The web console's routes (``composer serve --console``), mounted at ``/console``: they
-    authenticate their requests themselves (a bearer header or a session cookie)."""
+    """The web console's routes (``composer serve --console``), mounted at
+    ``CONSOLE_PREFIX``: they authenticate their requests themselves (a bearer header or a
+    session cookie)."""

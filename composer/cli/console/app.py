@@ -43,6 +43,7 @@ from composer.cli.console.views import (
 )
 from composer.principal import Principal
 from composer.serve.limits import read_body
+from composer.serve.options import CONSOLE_PREFIX
 from composer.serve.principals import LOCAL_PRINCIPAL, Principals
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PREFIX", "Console", "console_mount"]
 
-PREFIX = "/console"
+PREFIX = CONSOLE_PREFIX
 
 HEADERS = {
     "content-security-policy": (
