@@ -117,6 +117,7 @@ def test_without_a_token_every_page_sends_to_the_login_form(served: tuple[Server
     assert wrong.status_code == 303
     # the API itself still wants its bearer token: the console opens nothing else
     assert httpx.get(f"{server.url}/v1/manifest", timeout=30).status_code == 401
+    assert httpx.get(f"{server.url}/consoles", timeout=30).status_code == 401
 
 
 def test_the_login_form_gives_a_strict_session_cookie_and_logout_ends_it(
