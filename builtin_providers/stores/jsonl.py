@@ -155,6 +155,7 @@ class JsonlMemoryStore:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._parsed = _Parsed()
+        self._broken: list[tuple[int, str]] | None = None  # skipped lines, kept, not logged
 
     def __repr__(self) -> str:
         return f"JsonlMemoryStore({str(self.path)!r})"
@@ -220,6 +221,14 @@ class JsonlMemoryStore:
         """Every well-formed item in file order (bad lines logged and skipped)."""
         parsed = self._read()
         return parsed.items + ([parsed.tail] if parsed.tail is not None else [])
+
+    def broken_lines(self) -> list[tuple[int, str]]:
+        """Each line a read skips (its number, why), from a fresh read of the whole file: what
+        ``composer validate`` reports of a seed. Raises as a read does (OSError, StoreError)."""
+        fresh = JsonlMemoryStore(self.path, max_bytes=self.max_bytes)
+        fresh._broken = []
+        fresh._read()
+        return fresh._broken
 
     def _search(self, spec: MemoryQuery) -> list[MemoryItem]:
         text, tags, filters, limit = spec.text, spec.tags, spec.filters, spec.limit
@@ -307,18 +316,19 @@ class JsonlMemoryStore:
             try:
                 item = parse_line(line)
             except (ValueError, UnicodeDecodeError) as e:
-                where = "truncated last line" if last else f"line {number}"
-                logger.warning("memory file %s: skipped %s: %s", self.path, where, e)
+                self._skipped(number, str(e), last=last)
                 continue
             if last:
                 parsed.tail = None if (item.namespace, item.id) in parsed.by_id else item
             elif not parsed.add(item):
-                logger.warning(
-                    "memory file %s: skipped line %d: id %r is already there",
-                    self.path,
-                    number,
-                    item.id,
-                )
+                self._skipped(number, f"id {item.id!r} is already there", last=False)
+
+    def _skipped(self, number: int, why: str, *, last: bool) -> None:
+        if self._broken is not None:
+            self._broken.append((number, why))
+            return
+        where = "truncated last line" if last else f"line {number}"
+        logger.warning("memory file %s: skipped %s: %s", self.path, where, why)
 
     # ------------------------------------------------------------------ writing
 

@@ -42,7 +42,14 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-__all__ = ["AuditLog", "AuditQueue", "StdoutAuditLog", "open_audit_log", "release_audit_log"]
+__all__ = [
+    "AuditLog",
+    "AuditQueue",
+    "StdoutAuditLog",
+    "audit_problem",
+    "open_audit_log",
+    "release_audit_log",
+]
 
 from composer.observe.record import json_line, weight
 
@@ -446,6 +453,36 @@ _OPEN: dict[Hashable, tuple[AuditQueue, int]] = {}
 _OPEN_LOCK = threading.Lock()
 
 _Sink = TypeVar("_Sink", bound=AuditQueue)
+
+
+def audit_problem(path: Path) -> str | None:
+    """Why every line for ``path`` would be lost, found without opening or making anything (for
+    ``composer validate``): a folder that is missing or this user cannot write in (the file
+    is made, and rotated, there), or a file the writer refuses or cannot write. None when
+    the writer can use it.
+    """
+    folder = path.parent
+    if not folder.is_dir():
+        if not folder.exists():
+            return f"no such folder for the audit file: {folder}"
+        return f"not a folder: {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"folder not writable by this user (the file is made and rotated there): {folder}"
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"{path}: {e.strerror or e}"
+    if stat.S_ISLNK(info.st_mode):
+        return f"a symbolic link, which the writer refuses: {path}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"not a regular file, which the writer refuses: {path}"
+    if info.st_uid != os.geteuid():
+        return f"owned by uid {info.st_uid}, not this user, which the writer refuses: {path}"
+    if not os.access(path, os.W_OK):
+        return f"not writable by this user: {path}"
+    return None
 
 
 def open_audit_log(key: Any, make: Callable[[Any], _Sink]) -> _Sink:

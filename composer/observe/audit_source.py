@@ -14,6 +14,7 @@ port and database).
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ __all__ = [
     "LOOKUP_LIMIT",
     "MAX_LIMIT",
     "MAX_OFFSET",
+    "MAX_SKIPPED",
     "TurnPage",
     "find_turn",
     "is_dsn",
@@ -45,6 +47,10 @@ MAX_LIMIT = 10_000
 MAX_OFFSET = 100_000
 """The deepest page: a file's reader keeps ``offset + limit`` lines while it reads."""
 
+MAX_SKIPPED = 100
+"""The lines that are not audit lines a page names at most (a file of another program's
+text would otherwise name each of its lines)."""
+
 _SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -56,8 +62,11 @@ class TurnPage:
     total: int
     """The turns that match the filters, on every page (``lines`` are ``limit`` of them)."""
     skipped: list[tuple[int, str]] = field(default_factory=list)
-    """``(line number or row seq, problem)`` of each line read that is not an audit line
-    (a torn last line after a crash, another program's text): reported, never guessed at."""
+    """``(line number or row seq, problem)`` of the lines read that are not audit lines (a
+    torn last line after a crash, another program's text): reported, never guessed at; the
+    first ``MAX_SKIPPED`` of them."""
+    unreadable: int = 0
+    """How many lines read were not audit lines, ``skipped`` or not."""
 
 
 def is_dsn(location: str | os.PathLike[str]) -> bool:
@@ -149,18 +158,20 @@ def _from_file(
 ) -> TurnPage:
     kept: deque[AuditLine] = deque(maxlen=limit + offset)
     skipped: list[tuple[int, str]] = []
-    total = 0
+    total = unreadable = 0
     try:
         for number, line in read_lines(path):
             if isinstance(line, str):
-                skipped.append((number, line))
+                unreadable += 1
+                if len(skipped) < MAX_SKIPPED:
+                    skipped.append((number, line))
             elif _matches(line, turn, branch, principal, window):
                 total += 1
                 kept.append(line)
     except OSError as e:
         raise AuditReadError(f"{path}: {e.strerror or e}") from None
     newest = list(reversed(kept))
-    return TurnPage(newest[offset : offset + limit], total, skipped)
+    return TurnPage(newest[offset : offset + limit], total, skipped, unreadable)
 
 
 def _matches(
@@ -206,10 +217,16 @@ def _from_table(
     if turn is not None:
         where.append("turn_id LIKE %s")
         values.append(_like_prefix(turn[:INDEXED_CHARS]))
-    for column, value in (("branch_id", branch), ("principal", principal)):
+    for column, value, before, after in (
+        ("branch_id", branch, '"branch":{"id":', ',"name":'),
+        ("principal", principal, '"principal":', '},"manifest":'),
+    ):
         if value is not None:
             where.append(f"{column} = %s")
             values.append(value[:INDEXED_CHARS])
+            if len(value) >= INDEXED_CHARS:  # the column holds its start: the line decides
+                where.append("strpos(line, %s) > 0")  # as json_line wrote it, never parsed
+                values.append(before + json.dumps(value) + after)
     since, until = window
     if since is not None:
         where.append("time >= %s")
@@ -248,7 +265,7 @@ def _from_table(
         problem = redact(str(e).strip().splitlines()[0] if str(e).strip() else "", dsn_secrets(dsn))
         raise AuditReadError(f"{where_shown}: {problem or type(e).__name__}") from None
     lines, skipped = _parsed(rows)
-    return TurnPage(lines, counted[0] if counted else len(lines), skipped)
+    return TurnPage(lines, counted[0] if counted else len(lines), skipped, len(skipped))
 
 
 def _parsed(rows: list[tuple[Any, ...]]) -> tuple[list[AuditLine], list[tuple[int, str]]]:

@@ -327,7 +327,8 @@ async def test_huge_texts_and_hostile_branch_ids_land_whole_in_the_line(
     huge = "deploy " + "y" * 2_000_000
     branch = composer.Branch("S\n", name="bad\0name\ud800")
     branch.id = "b" * 10_000
-    reports = await run_turns(manifest, [huge, "deploy small"], branch=branch)
+    principal = "p" * 300
+    reports = await run_turns(manifest, [huge, "deploy small"], branch=branch, principal=principal)
     log = sink(manifest)
     await manifest.aclose()
     assert (log.written, log.failed, log.dropped) == (2, 0, 0)
@@ -341,6 +342,10 @@ async def test_huge_texts_and_hostile_branch_ids_land_whole_in_the_line(
     assert line.branch.name == "bad\0name\ud800"  # read back, however strange
     page = read_turns(postgres_dsn, schema=schema, branch="b" * 10_000)
     assert page.total == 2
+    near = "b" * 9_999 + "c"  # the same first 256 characters: another branch all the same
+    assert read_turns(postgres_dsn, schema=schema, branch=near).total == 0
+    assert read_turns(postgres_dsn, schema=schema, principal=principal).total == 2
+    assert read_turns(postgres_dsn, schema=schema, principal=principal[:-1] + "q").total == 0
 
 
 def test_a_missing_table_or_server_is_one_line_naming_it_masked(
@@ -402,6 +407,9 @@ def test_a_page_is_bounded_whatever_is_asked(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="limit must be 0 to 10000"):
             read_turns(tmp_path / "t.jsonl", limit=limit, offset=offset)
     assert main(["audit", "list", str(tmp_path / "t.jsonl"), "--limit", "10001"]) == 2
+    (tmp_path / "t.jsonl").write_text("not a line\n" * 500)
+    page = read_turns(tmp_path / "t.jsonl")
+    assert (page.total, len(page.skipped), page.unreadable) == (0, 100, 500)
 
 
 # -- the manifest
@@ -414,6 +422,7 @@ def test_exactly_one_sink_and_a_dsns_password_is_a_secret(tmp_path: Path) -> Non
             composer.load_manifest(tmp_path / "m.yaml")
     manifest = manifest_at(tmp_path, table("postgresql://auditor:pw-written-here@db/x", "a"))
     assert manifest.redact("pw-written-here auditor") == "*** ***"
+    assert "pw-written-here" not in repr(manifest)
 
 
 # -- standard output
