@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported when the command runs: --help stays light
     from composer.cli.preview import Preview
-    from composer.observe.record import AuditLine, AuditProvider, AuditText
+    from composer.observe.record import AuditBranch, AuditLine, AuditProvider, AuditText
 
-__all__ = ["describe_changes", "find_turn", "list_line", "newest_turns", "preview_of"]
+__all__ = ["branch_label", "describe_changes", "find_turn", "list_line", "newest_turns", "preview_of"]
 
 
 def find_turn(path: Path, turn: str | None) -> tuple[AuditLine, list[tuple[int, str]]]:
@@ -96,7 +96,7 @@ def list_line(line: AuditLine, words: int = 8) -> str:
         said = f"(sha256 {instruction.sha256[:12]}, {instruction.chars} chars)"
     strip = "".join(_MARKS.get(p.outcome, "?") for p in line.providers)
     budget = "-" if line.budget is None else str(line.budget)
-    branch = line.branch.id + (f" ({line.branch.name})" if line.branch.name else "")
+    branch = branch_label(line.branch)
     principal = line.branch.principal or "-"
     return (
         f"{line.time[:19]}  {line.turn_id or '-'}  {branch}  {principal}  "
@@ -184,12 +184,11 @@ def describe_changes(first: AuditLine, second: AuditLine) -> list[str]:
 
 def _changes(a: AuditLine, b: AuditLine) -> Iterator[str]:
     if a.manifest != b.manifest:
-        yield (
-            f"~ manifest: {a.manifest.path} ({a.manifest.sha256}) -> "
-            f"{b.manifest.path} ({b.manifest.sha256})"
-        )
-    if a.branch != b.branch:
-        yield f"~ branch: {a.branch.name} ({a.branch.id}) -> {b.branch.name} ({b.branch.id})"
+        yield f"~ manifest: {_manifest_label(a)} -> {_manifest_label(b)}"
+    if (a.branch.id, a.branch.name) != (b.branch.id, b.branch.name):
+        yield f"~ branch: {branch_label(a.branch)} -> {branch_label(b.branch)}"
+    if a.branch.principal != b.branch.principal:
+        yield f"~ principal: {a.branch.principal or '-'} -> {b.branch.principal or '-'}"
     if a.budget != b.budget:
         yield f"~ budget: {a.budget} -> {b.budget}"
     if a.tokens_used != b.tokens_used:
@@ -219,7 +218,7 @@ def _provider_changes(first: AuditProvider, second: AuditProvider) -> Iterator[s
     if None not in (first.tokens, second.tokens) and first.tokens != second.tokens:
         yield f"~ {name}: tokens {first.tokens} -> {second.tokens}"
     if (first.error_type, first.error) != (second.error_type, second.error):
-        yield f"~ {name}: error {first.error_type}: {first.error} -> {second.error_type}: {second.error}"
+        yield f"~ {name}: error {_error_label(first)} -> {_error_label(second)}"
     old, new = first.block, second.block
     if old is None or new is None or old.sha256 == new.sha256:
         return
@@ -228,3 +227,20 @@ def _provider_changes(first: AuditProvider, second: AuditProvider) -> Iterator[s
         lines = difflib.unified_diff(old.text.splitlines(), new.text.splitlines(), lineterm="", n=1)
         for text in list(lines)[2:]:  # the ---/+++ header names nothing useful here
             yield f"    {text}"
+
+
+def branch_label(branch: AuditBranch) -> str:
+    """A branch as the audit commands name it: its id, then its name when it has one."""
+    return branch.id + (f" ({branch.name})" if branch.name else "")
+
+
+def _manifest_label(line: AuditLine) -> str:
+    manifest = line.manifest
+    shown = manifest.path or "(unknown manifest)"
+    return shown + (f" ({manifest.sha256})" if manifest.sha256 else "")
+
+
+def _error_label(provider: AuditProvider) -> str:
+    if provider.error_type is None and provider.error is None:
+        return "(none)"
+    return ": ".join(part for part in (provider.error_type, provider.error) if part)

@@ -97,7 +97,7 @@ def _list(args: argparse.Namespace, output: Output) -> int:
 
 
 def _show(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.audit import preview_of
+    from composer.cli.audit import branch_label, preview_of
     from composer.cli.preview import PreviewDocument
     from composer.cli.tables import print_preview
 
@@ -110,8 +110,7 @@ def _show(args: argparse.Namespace, output: Output) -> int:
         document = PreviewDocument.of(preview, manifest=shown, env=line.manifest.env)
         output.json(document.model_dump_json(indent=2))
         return SUCCESS
-    branch = line.branch.name or "(no name)"
-    output.print(f"turn: {line.turn_id} at {line.time}, branch {branch} ({line.branch.id})")
+    output.print(f"turn: {line.turn_id} at {line.time}, branch {branch_label(line.branch)}")
     # The line was masked when it was written: nothing is left to redact (no secret known).
     print_preview(preview, shown, line.manifest.env, output)
     return SUCCESS
