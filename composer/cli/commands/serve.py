@@ -158,7 +158,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
             idle_ttl_s=args.branch_ttl,
             principals=_callers(args, principals, token),
         )
-        with log_records_to(output, manifest.redact):
+        with log_records_to(output, manifest.redact, live=True):
             if args.mcp_stdio:
                 import asyncio
 
