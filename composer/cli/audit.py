@@ -14,11 +14,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from composer.cli.output import counted
+
 if TYPE_CHECKING:  # imported when the command runs: --help stays light
     from composer.cli.preview import Preview
     from composer.observe.record import AuditBranch, AuditLine, AuditProvider, AuditText
 
-__all__ = ["branch_label", "describe_changes", "find_turn", "list_line", "newest_turns", "preview_of"]
+__all__ = [
+    "branch_label",
+    "describe_changes",
+    "find_turn",
+    "list_line",
+    "newest_turns",
+    "preview_of",
+]
 
 
 def find_turn(path: Path, turn: str | None) -> tuple[AuditLine, list[tuple[int, str]]]:
@@ -93,7 +102,7 @@ def list_line(line: AuditLine, words: int = 8) -> str:
         said = " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
         said = f'"{said}"'
     else:
-        said = f"(sha256 {instruction.sha256[:12]}, {instruction.chars} chars)"
+        said = f"(sha256 {instruction.sha256[:12]}, {counted(instruction.chars, 'char')})"
     strip = "".join(_MARKS.get(p.outcome, "?") for p in line.providers)
     budget = "-" if line.budget is None else str(line.budget)
     branch = branch_label(line.branch)
@@ -109,7 +118,7 @@ def _shown(text: AuditText | None, what: str) -> str:
         return f"({what} not recorded)"
     if text.text is not None:
         return text.text
-    return f"(not kept: sha256 {text.sha256[:16]}, {text.chars} characters)"
+    return f"(not kept: sha256 {text.sha256[:16]}, {counted(text.chars, 'character')})"
 
 
 def preview_of(line: AuditLine) -> Preview:
@@ -146,7 +155,7 @@ def preview_of(line: AuditLine) -> Preview:
             blocks.append(
                 provider.block.text
                 if provider.block.text is not None
-                else f"[{provider.name}: sha256 {provider.block.sha256}, {provider.block.tokens} tokens]"
+                else f"[{provider.name}: sha256 {provider.block.sha256}, {counted(provider.block.tokens, 'token')}]"
             )
     report = ProviderReport(
         blocks,
@@ -205,7 +214,7 @@ def _changes(a: AuditLine, b: AuditLine) -> Iterator[str]:
     for second in b.providers:
         before = a.provider(second.name)
         if before is None:
-            tokens = "" if second.tokens is None else f", {second.tokens} tokens"
+            tokens = "" if second.tokens is None else f", {counted(second.tokens, 'token')}"
             yield f"+ {second.name}: only in the second turn ({second.outcome}{tokens})"
         else:
             yield from _provider_changes(before, second)

@@ -16,6 +16,7 @@ from typing import TextIO
 
 __all__ = [
     "Output",
+    "counted",
     "detach_stdout",
     "escape_what_cannot_be_encoded",
     "printable",
@@ -90,6 +91,12 @@ class Output:
                 console.print(Text(text, style=style))
                 return
         print(text, file=self.err)
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 line``, ``2 lines``: a count with its noun in the right number (``plural`` when it
+    is not the noun with an ``s``)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def wants_colour(stream: TextIO) -> bool:

@@ -199,7 +199,10 @@ class AuditLog:
             lost = len(lines) - (self.written - before)
             self._count("failed", lost)
             kind = errno.errorcode.get(e.errno or 0, type(e).__name__)
-            self._warn(kind, f"audit log {self.path}: {lost} lines lost: {e.strerror or e}")
+            self._warn(
+                kind,
+                f"audit log {self.path}: {lost} {'line' if lost == 1 else 'lines'} lost: {e.strerror or e}",
+            )
 
     def _append(self, lines: list[bytes]) -> None:
         """Write ``lines`` and count them written; a short write is continued, and on an error

@@ -383,4 +383,7 @@ def read_lines(path: Path) -> Iterator[tuple[int, AuditLine | str]]:
             try:
                 yield number, AuditLine.model_validate_json(raw)
             except ValidationError as e:
-                yield number, f"not an audit line ({e.error_count()} problems)"
+                yield (
+                    number,
+                    f"not an audit line ({e.error_count()} {'problem' if e.error_count() == 1 else 'problems'})",
+                )

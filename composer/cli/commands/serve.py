@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_manifest_arguments, manifest_from
+from composer.cli.output import counted
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -232,7 +233,7 @@ def _serve_http(
 
     def started(url: str) -> None:
         if principals is not None:
-            guard = f"{len(principals.principals)} principals, bearer token required"
+            guard = f"{counted(len(principals.principals), 'principal')}, bearer token required"
         else:
             guard = "bearer token required" if token else "no token: loopback only"
         output.print(f"composer serve: listening on {url} ({guard}); MCP at {url}/mcp")
