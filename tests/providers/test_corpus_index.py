@@ -154,8 +154,7 @@ def test_a_truncated_corpus_is_warned_about_naming_the_setting(
     with caplog.at_level(logging.WARNING):
         stats = index.refresh()
     assert stats.truncation == (
-        "corpus truncated: 2 files not indexed (2 over max_files); raise the setting to "
-        "index them"
+        "corpus truncated: 2 files not indexed (2 over max_files); raise the setting to index them"
     )
     assert stats.truncation in caplog.text
     caplog.clear()
