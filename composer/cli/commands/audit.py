@@ -37,9 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     listing.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
-    listing.add_argument(
-        "--limit", type=int, default=20, metavar="N", help="the newest N turns (20)"
-    )
+    listing.add_argument("--limit", type=int, default=20, metavar="N", help="the newest N turns")
     listing.set_defaults(action=_list)
     show = actions.add_parser(
         "show",
