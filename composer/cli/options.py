@@ -82,9 +82,11 @@ def manifest_from(
     from composer.errors import ManifestError, SettingsError
     from composer.manifest.loader import load_manifest
 
+    spelled = args.manifest if path is None else path
+    output.name_files_as(spelled)
     try:
         return load_manifest(
-            args.manifest if path is None else path,
+            spelled,
             env=env if env is not None else args.env,
             interpolate=not args.no_interpolate,
         )
