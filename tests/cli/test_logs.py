@@ -107,7 +107,7 @@ def test_psycopg_pool_retrying_a_refused_connection_is_one_masked_line(
     dsn = f"postgresql://bob:{SECRET}@127.0.0.1:{refused_port}/test"
     manifest.write_text(
         "version: 1\n"
-        f'providers: [{{name: mem, type: memory, source: {{postgres: {{dsn: "{dsn}"}}}}}}]\n'
+        f'providers: [{{name: mem, type: memory, source: {{postgres: {{dsn: "{dsn}", connect_timeout_s: 2}}}}}}]\n'
     )
     assert main(["preview", str(manifest), "--instruction", "hello"]) == 0
     out, err = capsys.readouterr()
