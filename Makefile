@@ -1,5 +1,6 @@
 # Quick start: `make demo` (runs the main job) and `make test` (the whole suite).
 # Each target creates .venv from this repo's own files the first time.
+# `make test-fast`: the core suite, without the slow folders (FAST_SKIP), for a quick check.
 # `make floors`: the suite again in .venv-floors, every direct dependency at its declared floor.
 PYTHON ?= python3
 VENV := .venv
@@ -8,20 +9,45 @@ STAMP := $(VENV)/.installed
 FLOORS := .venv-floors
 FLOORS_STAMP := $(FLOORS)/.installed
 
-.PHONY: demo test lint floors docs clean
+# Every extra, so that every test runs (none skips for want of a package).
+EXTRAS := dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic_ai,agent_framework,openai_agents
+
+# Left out by `make test-fast`: the framework integrations and lionagi (each imports a large
+# framework, some in a child process), the standing hostile-input and soak suite, the servers
+# (each test starts `composer serve` or an MCP peer as a process) and the memory stores'
+# many-process write races. CPU time of each in docs/development.md; `make test` and .ci/run
+# still run them.
+FAST_SKIP := tests/integrations tests/integration tests/reliability tests/serve \
+	tests/memory/test_concurrency.py tests/memory/test_write_conflicts.py
+
+.PHONY: demo test test-fast lint floors docs clean
 
 $(STAMP): pyproject.toml
+	@echo "make: creating $(VENV) (again whenever pyproject.toml changes): composer, editable, with"
+	@echo "  dev                     pytest, hypothesis, ruff, mypy, mkdocs: tests, lint, types, docs"
+	@echo "  serve                   composer serve and the mcp provider type (tests/serve)"
+	@echo "  postgres, redis         the PostgreSQL memory store, the Redis cache (tests/memory)"
+	@echo "  otel, metrics, watch    spans, Prometheus metrics, file events (tests/observe, tests/runtime)"
+	@echo "  lionagi                 the LionAGI integration (tests/integration)"
+	@echo "  langchain, pydantic_ai, agent_framework, openai_agents"
+	@echo "                          the agent-framework integrations (tests/integrations)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic_ai,agent_framework,openai_agents]'
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/composer preview configs --env dev --instruction "The API returns 502 errors after the deploy, what do I do?"
 
+# pytest's default progress: one line per test file with a dot per test, readable in CI logs.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	@echo "make: the whole suite (tests/), then the bundled expected turns (configs/tests.yaml)"
+	$(BIN)/python -m pytest
 	$(BIN)/composer test configs/tests.yaml
+
+test-fast: $(STAMP)
+	@echo "make: the core suite; the slow folders (FAST_SKIP) run in make test and CI"
+	$(BIN)/python -m pytest $(addprefix --ignore=,$(FAST_SKIP))
 
 # The pins come from pyproject.toml each time (.ci/floors.py, standard library only), so they
 # never drift from what is declared; `check` then shows pip installed exactly those.
@@ -35,7 +61,7 @@ $(FLOORS_STAMP): pyproject.toml .ci/floors.py
 	touch $(FLOORS_STAMP)
 
 floors: $(FLOORS_STAMP)
-	$(FLOORS)/bin/python -m pytest -q $(FLOORS_TESTS)
+	$(FLOORS)/bin/python -m pytest $(FLOORS_TESTS)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

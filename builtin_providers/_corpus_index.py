@@ -95,8 +95,9 @@ def _truncation(skipped: WalkStats) -> str | None:
         caps.append(f"{over_count} over max_files")
     if over_bytes:
         caps.append(f"{over_bytes} over max_total_bytes")
+    left = over_count + over_bytes
     return (
-        f"corpus truncated: {over_count + over_bytes} file(s) not indexed "
+        f"corpus truncated: {left} {'file' if left == 1 else 'files'} not indexed "
         f"({', '.join(caps)}); raise the setting to index them"
     )
 

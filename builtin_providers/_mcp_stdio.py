@@ -255,7 +255,8 @@ class _StderrLog:
     def flush(self) -> None:
         """Say how many lines the rate limit left out, if any."""
         if self._dropped:
-            logger.warning("%s: %d more stderr lines not shown", self.label, self._dropped)
+            lines = "line" if self._dropped == 1 else "lines"
+            logger.warning("%s: %d more stderr %s not shown", self.label, self._dropped, lines)
             self._dropped = 0
 
 

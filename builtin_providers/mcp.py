@@ -566,9 +566,11 @@ class McpProvider(Provider[McpConfig]):
         texts, skipped = _texts(parts)
         if skipped:
             logger.info(
-                "mcp %r: skipped %d part(s) that are not text: %s",
+                "mcp %r: skipped %d %s that %s not text: %s",
                 self.name,
                 len(skipped),
+                "part" if len(skipped) == 1 else "parts",
+                "is" if len(skipped) == 1 else "are",
                 ", ".join(skipped),
             )
         text = self.config.separator.join(texts)

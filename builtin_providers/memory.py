@@ -490,7 +490,7 @@ class WritebackMemoryProvider(MemoryProvider):
             shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
             raise StoreError(
                 f"memory {self.name!r}: stored {stored} new of {len(contents)} action "
-                f"responses; not stored: {shown}"
+                f"{'response' if len(contents) == 1 else 'responses'}; not stored: {shown}"
             )
         return stored
 

@@ -15,12 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from composer.cli.output import counted
+
 if TYPE_CHECKING:  # imported when the command runs: --help stays light
     from composer.cli.preview import Preview
-    from composer.observe.record import AuditLine, AuditProvider, AuditText
+    from composer.observe.record import AuditBranch, AuditLine, AuditProvider, AuditText
 
 __all__ = [
     "OUTCOME_MARKS",
+    "branch_label",
     "describe_changes",
     "find_turn",
     "first_words",
@@ -81,7 +84,7 @@ def first_words(line: AuditLine, words: int = 8) -> str:
     if instruction.text is not None:
         parts = instruction.text.split()
         return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
-    return f"(sha256 {instruction.sha256[:12]}, {instruction.chars} chars)"
+    return f"(sha256 {instruction.sha256[:12]}, {counted(instruction.chars, 'char')})"
 
 
 def list_line(line: AuditLine, words: int = 8) -> str:
@@ -92,7 +95,7 @@ def list_line(line: AuditLine, words: int = 8) -> str:
         said = f'"{said}"'
     strip = "".join(OUTCOME_MARKS.get(p.outcome, "?") for p in line.providers)
     budget = "-" if line.budget is None else str(line.budget)
-    branch = line.branch.id + (f" ({line.branch.name})" if line.branch.name else "")
+    branch = branch_label(line.branch)
     principal = line.branch.principal or "-"
     return (
         f"{line.time[:19]}  {line.turn_id or '-'}  {branch}  {principal}  "
@@ -105,7 +108,7 @@ def _shown(text: AuditText | None, what: str) -> str:
         return f"({what} not recorded)"
     if text.text is not None:
         return text.text
-    return f"(not kept: sha256 {text.sha256[:16]}, {text.chars} characters)"
+    return f"(not kept: sha256 {text.sha256[:16]}, {counted(text.chars, 'character')})"
 
 
 def preview_of(line: AuditLine) -> Preview:
@@ -142,7 +145,7 @@ def preview_of(line: AuditLine) -> Preview:
             blocks.append(
                 provider.block.text
                 if provider.block.text is not None
-                else f"[{provider.name}: sha256 {provider.block.sha256}, {provider.block.tokens} tokens]"
+                else f"[{provider.name}: sha256 {provider.block.sha256}, {counted(provider.block.tokens, 'token')}]"
             )
     report = ProviderReport(
         blocks,
@@ -180,12 +183,11 @@ def describe_changes(first: AuditLine, second: AuditLine) -> list[str]:
 
 def _changes(a: AuditLine, b: AuditLine) -> Iterator[str]:
     if a.manifest != b.manifest:
-        yield (
-            f"~ manifest: {a.manifest.path} ({a.manifest.sha256}) -> "
-            f"{b.manifest.path} ({b.manifest.sha256})"
-        )
-    if a.branch != b.branch:
-        yield f"~ branch: {a.branch.name} ({a.branch.id}) -> {b.branch.name} ({b.branch.id})"
+        yield f"~ manifest: {_manifest_label(a)} -> {_manifest_label(b)}"
+    if (a.branch.id, a.branch.name) != (b.branch.id, b.branch.name):
+        yield f"~ branch: {branch_label(a.branch)} -> {branch_label(b.branch)}"
+    if a.branch.principal != b.branch.principal:
+        yield f"~ principal: {a.branch.principal or '-'} -> {b.branch.principal or '-'}"
     if a.budget != b.budget:
         yield f"~ budget: {a.budget} -> {b.budget}"
     if a.tokens_used != b.tokens_used:
@@ -202,7 +204,7 @@ def _changes(a: AuditLine, b: AuditLine) -> Iterator[str]:
     for second in b.providers:
         before = a.provider(second.name)
         if before is None:
-            tokens = "" if second.tokens is None else f", {second.tokens} tokens"
+            tokens = "" if second.tokens is None else f", {counted(second.tokens, 'token')}"
             yield f"+ {second.name}: only in the second turn ({second.outcome}{tokens})"
         else:
             yield from _provider_changes(before, second)
@@ -215,7 +217,7 @@ def _provider_changes(first: AuditProvider, second: AuditProvider) -> Iterator[s
     if None not in (first.tokens, second.tokens) and first.tokens != second.tokens:
         yield f"~ {name}: tokens {first.tokens} -> {second.tokens}"
     if (first.error_type, first.error) != (second.error_type, second.error):
-        yield f"~ {name}: error {first.error_type}: {first.error} -> {second.error_type}: {second.error}"
+        yield f"~ {name}: error {_error_label(first)} -> {_error_label(second)}"
     old, new = first.block, second.block
     if old is None or new is None or old.sha256 == new.sha256:
         return
@@ -224,3 +226,20 @@ def _provider_changes(first: AuditProvider, second: AuditProvider) -> Iterator[s
         lines = difflib.unified_diff(old.text.splitlines(), new.text.splitlines(), lineterm="", n=1)
         for text in list(lines)[2:]:  # the ---/+++ header names nothing useful here
             yield f"    {text}"
+
+
+def branch_label(branch: AuditBranch) -> str:
+    """A branch as the audit commands name it: its id, then its name when it has one."""
+    return branch.id + (f" ({branch.name})" if branch.name else "")
+
+
+def _manifest_label(line: AuditLine) -> str:
+    manifest = line.manifest
+    shown = manifest.path or "(unknown manifest)"
+    return shown + (f" ({manifest.sha256})" if manifest.sha256 else "")
+
+
+def _error_label(provider: AuditProvider) -> str:
+    if provider.error_type is None and provider.error is None:
+        return "(none)"
+    return ": ".join(part for part in (provider.error_type, provider.error) if part)

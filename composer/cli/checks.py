@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from composer.cli.output import counted
 from composer.cli.render import provider_name
 from composer.errors import ComposerError
 from composer.hooks import Check, Problem
@@ -137,7 +138,7 @@ def manifest_warnings(manifest: Manifest) -> list[Finding]:
                 Finding(
                     manifest.origin("providers", config.name, "text")
                     or manifest.origin("providers", config.name),
-                    f"{label}: its fixed text is {least} tokens, over {over}; "
+                    f"{label}: its fixed text is {counted(least, 'token')}, over {over}; "
                     "it can never be admitted",
                 )
             )

@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from composer.catalog import ProviderTypes, catalog_of
+from composer.cli.output import counted
 from composer.cli.preview import DEFAULT_SYSTEM, Preview, run_preview
 from composer.cli.terminate import run
 from composer.errors import ComposerError, ManifestError, ProviderError, SettingsError
@@ -446,7 +447,7 @@ def _compare(
         if wanted.tokens is not None:
             tokens = row.tokens
             ok = tokens is not None and wanted.tokens.holds(tokens)
-            shown = f"{tokens} tokens" if tokens is not None else f"no tokens ({actual})"
+            shown = counted(tokens, "token") if tokens is not None else f"no tokens ({actual})"
             checks.append(("tokens", ok, f"tokens {wanted.tokens}", shown))
         for key, ok, expected, got in checks:
             if not ok:

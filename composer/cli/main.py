@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from composer import __version__
 from composer.cli.exit_codes import FAILURE, INTERRUPTED, TERMINATED, USAGE
+from composer.cli.options import show_defaults
 from composer.cli.output import Output, detach_stdout, escape_what_cannot_be_encoded, say
 from composer.cli.terminate import Terminated
 
@@ -122,6 +123,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
             module = importlib.import_module(command.module)
             sub.description = module.DESCRIPTION
             module.add_arguments(sub)
+            show_defaults(sub)
             sub.set_defaults(run=module.run)
     return parser
 

@@ -2,7 +2,8 @@
 
 ``add_manifest_arguments`` declares ``MANIFEST`` and ``--env`` (which may be given once),
 ``add_no_interpolate`` the ``--no-interpolate`` switch; ``manifest_from`` loads the manifest
-they name, or prints its located errors. Only argparse is imported here: the loader is
+they name, or prints its located errors; ``show_defaults`` makes every command's ``--help``
+state its options' defaults. Only argparse is imported here: the loader is
 imported when a command runs.
 """
 
@@ -19,10 +20,12 @@ if TYPE_CHECKING:
 __all__ = [
     "MANIFEST_HELP",
     "NO_INTERPOLATE_HELP",
+    "DefaultsShown",
     "Once",
     "add_manifest_arguments",
     "add_no_interpolate",
     "manifest_from",
+    "show_defaults",
 ]
 
 MANIFEST_HELP = "a manifest file, or a folder of <env>.yaml files (default: $COMPOSER_MANIFEST)"
@@ -79,9 +82,11 @@ def manifest_from(
     from composer.errors import ManifestError, SettingsError
     from composer.manifest.loader import load_manifest
 
+    spelled = args.manifest if path is None else path
+    output.name_files_as(spelled)
     try:
         return load_manifest(
-            args.manifest if path is None else path,
+            spelled,
             env=env if env is not None else args.env,
             interpolate=not args.no_interpolate,
         )
@@ -93,3 +98,32 @@ def manifest_from(
     except SettingsError as e:
         output.error(f"composer: {shown(str(e)) if shown else e}")
         return None
+
+
+class DefaultsShown(argparse.HelpFormatter):
+    """Help that ends with ``(default: X)`` for an option whose default is a value (not
+    None, False or empty), unless its help already says what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default is None
+            or default is False
+            or default == []
+            or default is argparse.SUPPRESS
+            or (not action.option_strings and action.nargs not in ("?", "*"))
+        ):
+            return action.help
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """``DefaultsShown`` for ``parser`` and each of its subcommands' parsers."""
+    parser.formatter_class = DefaultsShown
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                show_defaults(sub)

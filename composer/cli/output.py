@@ -2,7 +2,10 @@
 
 Everything printed goes through ``Output``, which escapes control characters (``printable``):
 names come from files other people write, and must not drive the operator's terminal or forge
-log lines. Colour only on a terminal and never with ``NO_COLOR`` set. Only the standard library
+log lines. A command that was given its file relatively (``validate configs``) names every file
+under the working directory relative to it, in its diagnostics and its preview's rows, as
+the operator did, though the message had the absolute path the loader resolved
+(``relative_paths``); given an absolute path, every path stays absolute. Colour only on a terminal and never with ``NO_COLOR`` set. Only the standard library
 is imported here, so ``--help`` and ``--version`` stay light.
 """
 
@@ -11,14 +14,17 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import sys
 from typing import TextIO
 
 __all__ = [
     "Output",
+    "counted",
     "detach_stdout",
     "escape_what_cannot_be_encoded",
     "printable",
+    "relative_paths",
     "say",
     "wants_colour",
 ]
@@ -43,6 +49,19 @@ class Output:
         self.out = out if out is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
         self._colour = wants_colour(self.err)
+        self.relative_to: str | None = None
+        """The working directory when the command's file was named relatively."""
+
+    def name_files_as(self, spelled: str | os.PathLike[str] | None) -> None:
+        """Name files as ``spelled`` (the file the command was given) is: relative to the
+        working directory when it is relative."""
+        if spelled is not None and not os.path.isabs(spelled):
+            with contextlib.suppress(OSError):  # a working directory that was removed
+                self.relative_to = os.getcwd()
+
+    def relative(self, text: str) -> str:
+        """``text`` with paths named as the command's file was (``name_files_as``)."""
+        return relative_paths(text, self.relative_to) if self.relative_to else text
 
     def print(self, text: str) -> None:
         print(printable(text), file=self.out)
@@ -78,7 +97,7 @@ class Output:
         self._diagnostic(text, "yellow")
 
     def _diagnostic(self, text: str, style: str) -> None:
-        text = printable(text)
+        text = printable(self.relative(text))
         if self._colour:
             try:
                 from rich.console import Console  # only paid for on a terminal
@@ -90,6 +109,23 @@ class Output:
                 console.print(Text(text, style=style))
                 return
         print(text, file=self.err)
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 line``, ``2 lines``: a count with its noun in the right number (``plural`` when it
+    is not the noun with an ``s``)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def relative_paths(text: str, cwd: str) -> str:
+    """``text`` with each absolute path under ``cwd`` written relative to it (``cwd`` itself
+    as ``.``); other paths as they are."""
+    cwd = cwd.rstrip(os.sep)
+    if not cwd or cwd not in text:
+        return text
+    start = r"(?<![\w.~/\\-])" + re.escape(cwd)  # not the tail of a longer path
+    text = re.sub(start + re.escape(os.sep) + r"(?=[^\s/])", "", text)
+    return re.sub(start + r"(?![\w.~/\\-])", ".", text)
 
 
 def wants_colour(stream: TextIO) -> bool:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from composer.cli.output import Output, printable
+from composer.cli.output import Output, counted, printable
 
 if TYPE_CHECKING:
     from composer.hooks import Progress
@@ -31,7 +31,10 @@ def progress_factory(output: Output) -> Callable[[str], Progress | None]:
         def report(done: int, total: int) -> None:
             # by size, not by time: what a log shows must not depend on the machine's load
             if done == total and total >= LARGE_CORPUS_FILES:
-                print(printable(f"composer: indexed {name}: {total} files"), file=output.err)
+                print(
+                    printable(f"composer: indexed {name}: {counted(total, 'file')}"),
+                    file=output.err,
+                )
 
         return report
 
@@ -50,5 +53,5 @@ class TerminalProgress:
         if time.perf_counter() - self.started < 0.3 and done < total:
             return  # only shown when indexing takes more than a moment
         end = "\n" if done >= total else ""
-        self.stream.write(f"\rindexing {self.name}: {done}/{total} files{end}")
+        self.stream.write(f"\rindexing {self.name}: {done}/{counted(total, 'file')}{end}")
         self.stream.flush()

@@ -60,7 +60,9 @@ def print_preview(
     """Print ``preview`` of manifest ``shown``; every cell and text through ``redact`` first
     (None: the text is already masked, as an audit line's is)."""
     mask = redact if redact is not None else _as_is
-    rows = [[printable(mask(cell)) for cell in row_cells(row)] for row in preview.rows]
+    rows = [
+        [printable(output.relative(mask(cell))) for cell in row_cells(row)] for row in preview.rows
+    ]
     output.print(f"manifest: {shown}" + (f" (env {env})" if env else ""))
     output.print(f"instruction: {_quoted(mask(preview.instruction))}")
     if preview.system is None:

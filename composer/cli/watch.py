@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from composer.cli.output import counted
+
 if TYPE_CHECKING:
     from composer.cli.output import Output
     from composer.reload.changes import Digests, Inputs
@@ -47,7 +49,9 @@ def watch_preview(
                 output.print(f"----- {now}: changed, previewing again -----")
             first = False
             run(once, output)
-            output.print(f"(watching {len(inputs.files)} files for changes; Ctrl-C stops)")
+            output.print(
+                f"(watching {counted(len(inputs.files), 'file')} for changes; Ctrl-C stops)"
+            )
             output.out.flush()
             output.err.flush()
             _wait_for_change(inputs, digests, poll_s)

@@ -212,7 +212,10 @@ class AuditQueue:
         ``kind``)."""
         self._count("failed", lost)
         self.last_error = self._redact(message) if self._redact else message
-        self._warn(kind, f"audit log {self.label}: {lost} lines lost: {message}")
+        self._warn(
+            kind,
+            f"audit log {self.label}: {lost} {'line' if lost == 1 else 'lines'} lost: {message}",
+        )
 
     # -- counting and warning
 

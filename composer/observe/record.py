@@ -393,9 +393,13 @@ def parse_line(raw: str) -> AuditLine | str:
         return AuditLine.model_validate_json(raw)
     except ValidationError as e:
         if not any(error["type"] == "json_invalid" for error in e.errors()):
-            return f"not an audit line ({e.error_count()} problems)"
+            return _not_a_line(e.error_count())
         problems = e.error_count()
     try:
         return AuditLine.model_validate(json.loads(raw))
     except (ValueError, ValidationError):  # JSONDecodeError is a ValueError
-        return f"not an audit line ({problems} problems)"
+        return _not_a_line(problems)
+
+
+def _not_a_line(problems: int) -> str:
+    return f"not an audit line ({problems} {'problem' if problems == 1 else 'problems'})"

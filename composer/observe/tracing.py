@@ -175,7 +175,12 @@ class TurnTracer:
             }
         )
         if report.failed:
-            turn.set_status(Status(StatusCode.ERROR, f"{len(report.failed)} providers failed"))
+            turn.set_status(
+                Status(
+                    StatusCode.ERROR,
+                    f"{len(report.failed)} {'provider' if len(report.failed) == 1 else 'providers'} failed",
+                )
+            )
         turn.end()
 
     def _content(

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer, UserMessage
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import ValidationError
+from mcp.types import INVALID_PARAMS, GetPromptResult
+from pydantic import Field, ValidationError
 
 from composer._version import __version__
 from composer.errors import RequestRefused, ServeError
@@ -41,6 +44,7 @@ from composer.serve.principals import LOCAL_PRINCIPAL
 from composer.serve.service import ContextService
 
 if TYPE_CHECKING:
+    from mcp.types import InputRequiredResult
     from starlette.routing import BaseRoute
 
 __all__ = ["DEFAULT_BRANCH", "RESOURCE_TEMPLATE", "mcp_http_routes", "mcp_server", "run_stdio"]
@@ -54,13 +58,61 @@ _INSTRUCTIONS = (
     "`preview_turn` shows which providers fired, were skipped or failed."
 )
 
+# What each argument of the prompt and the tool means, as a client lists it.
+Instruction = Annotated[
+    str, Field(description="The user's instruction: what the context is composed for.")
+]
+System = Annotated[
+    str,
+    Field(
+        description="The system text the model will see before the context (default: none; "
+        "MCP has no system role)."
+    ),
+]
+BranchId = Annotated[
+    str,
+    Field(
+        description="The conversation's branch id: turns on the same id share history "
+        f"(default: {DEFAULT_BRANCH!r})."
+    ),
+]
+_GUIDANCE = "Extra guidance appended after the injected blocks (default: none)."
+_METADATA = (
+    'The branch\'s metadata, a JSON object (e.g. {"team": "a"}) the manifest\'s templates '
+    "and `when` conditions read; keys bound to the caller may not be stated otherwise."
+)
+
+
+class _Server(MCPServer):
+    """An MCPServer that answers a prompt called without a required argument as the client's
+    mistake (INVALID_PARAMS, nothing logged), not as an internal error logged with a
+    traceback, which is what the SDK does."""
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> GetPromptResult | InputRequiredResult:
+        for prompt in await self.list_prompts():
+            if prompt.name == name:
+                given = arguments or {}
+                missing = [
+                    a.name for a in prompt.arguments or () if a.required and a.name not in given
+                ]
+                if missing:
+                    raise _invalid(f"missing required argument: {', '.join(missing)}")
+        return await super().get_prompt(name, arguments, context)
+
+
+def _invalid(message: str) -> MCPError:
+    """A client's mistake, answered as such (INVALID_PARAMS) and not logged by the SDK."""
+    return MCPError(INVALID_PARAMS, message)
+
 
 def mcp_server(service: ContextService, *, principal: Principal | None = None) -> MCPServer:
     """An MCPServer whose prompt, resource template and tool run turns on ``service``.
 
     ``principal`` is the caller of a stdio server; over HTTP each request's own is used.
     """
-    server: MCPServer = MCPServer(
+    server: MCPServer = _Server(
         "composer", version=__version__, instructions=_INSTRUCTIONS, log_level="WARNING"
     )
     fixed = principal
@@ -79,7 +131,10 @@ def mcp_server(service: ContextService, *, principal: Principal | None = None) -
         branch: str,
         guidance: str | None,
         metadata: dict[str, Any] | None,
+        refuse: Callable[[str], Exception] = ToolError,
     ) -> Any:
+        """One turn; a client's mistake raised as ``refuse`` (a tool's error result, or a
+        prompt's INVALID_PARAMS)."""
         try:
             request = TurnRequest(
                 branch=BranchIn(id=branch, metadata=metadata or {}),
@@ -91,11 +146,11 @@ def mcp_server(service: ContextService, *, principal: Principal | None = None) -
                 f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}"
                 for item in e.errors(include_url=False, include_input=False)
             )
-            raise ToolError(f"invalid arguments: {problems}") from None
+            raise refuse(f"invalid arguments: {problems}") from None
         try:
             return await service.turn(request, caller(ctx))
         except RequestRefused as e:
-            raise ToolError(str(e)) from None
+            raise refuse(str(e)) from None
 
     @server.prompt(
         name="compose",
@@ -104,13 +159,14 @@ def mcp_server(service: ContextService, *, principal: Principal | None = None) -
     )
     async def compose(
         ctx: Context,
-        instruction: str,
-        system: str = "",
-        branch: str = DEFAULT_BRANCH,
-        guidance: str = "",
-        metadata: str = "",
+        instruction: Instruction,
+        system: System = "",
+        branch: BranchId = DEFAULT_BRANCH,
+        guidance: Annotated[str, Field(description=_GUIDANCE)] = "",
+        metadata: Annotated[str, Field(description=_METADATA)] = "",
     ) -> list[UserMessage]:
-        turn = await run(ctx, instruction, system, branch, guidance, _metadata(metadata))
+        given = _metadata(metadata)
+        turn = await run(ctx, instruction, system, branch, guidance, given, refuse=_invalid)
         messages = [UserMessage(turn["guidance"] or "")]
         if turn.get("context"):  # stable_prefix: the turn's own blocks, just before its text
             messages.append(UserMessage(turn["context"]))
@@ -137,11 +193,11 @@ def mcp_server(service: ContextService, *, principal: Principal | None = None) -
     )
     async def preview_turn(
         ctx: Context,
-        instruction: str,
-        system: str = "",
-        branch: str = DEFAULT_BRANCH,
-        guidance: str | None = None,
-        metadata: dict[str, Any] | None = None,
+        instruction: Instruction,
+        system: System = "",
+        branch: BranchId = DEFAULT_BRANCH,
+        guidance: Annotated[str | None, Field(description=_GUIDANCE)] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description=_METADATA)] = None,
     ) -> dict[str, Any]:
         result: dict[str, Any] = await run(ctx, instruction, system, branch, guidance, metadata)
         return result
@@ -158,7 +214,7 @@ def _metadata(text: str) -> dict[str, Any] | None:
     except ValueError:
         value = None
     if not isinstance(value, dict):
-        raise ToolError('metadata must be a JSON object, e.g. {"team": "a"}')
+        raise _invalid('metadata must be a JSON object, e.g. {"team": "a"}')
     return value
 
 

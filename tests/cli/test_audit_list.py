@@ -82,3 +82,40 @@ def test_a_missing_log_or_a_bad_limit_says_so(
     assert main(["audit", "list", str(tmp_path / "none.jsonl")]) == 1
     assert "none.jsonl" in capsys.readouterr().err
     assert main(["audit", "list", str(tmp_path / "none.jsonl"), "--limit", "0"]) == 2
+
+
+async def test_an_unnamed_branch_is_named_by_its_id_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A branch without a name, a turn without an error or a principal: never ``None``."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "version: 1\n"
+        "runtime: {audit: {path: turns.jsonl}}\n"
+        "providers: [{name: rules, type: static, text: Be brief.}]\n"
+    )
+    manifest = composer.load_manifest(path)
+    unnamed, named = composer.Branch("S\n"), composer.Branch("S\n", name="payments")
+    for branch in (unnamed, named):
+        composer.attach(branch, manifest)
+    token = current_principal.set(Principal("team-a"))
+    try:
+        first = await composer.prepare_turn(unnamed, "one")
+    finally:
+        current_principal.reset(token)
+    second = await composer.prepare_turn(named, "two")
+    await manifest.aclose()
+    assert first.report is not None
+    assert second.report is not None
+    log = str(tmp_path / "turns.jsonl")
+    ids = [first.report.turn_id or "", second.report.turn_id or ""]
+    assert main(["audit", "diff", log, *ids]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out
+    assert f"~ branch: {unnamed.id} -> {named.id} (payments)\n" in out
+    assert "~ principal: team-a -> -\n" in out
+    assert main(["audit", "show", log, "--turn", ids[0]]) == 0
+    shown = capsys.readouterr().out.splitlines()[0]
+    assert shown.endswith(f", branch {unnamed.id}")
+    assert main(["audit", "list", log]) == 0
+    assert "None" not in capsys.readouterr().out

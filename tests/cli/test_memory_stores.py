@@ -134,7 +134,7 @@ def test_a_store_kind_from_another_distribution_is_used_by_name(
 ) -> None:
     assert main(["memory", "stats", "ram:team"]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "RamStore('team'): 1 items in 1 namespaces",
+        "RamStore('team'): 1 item in 1 namespace",
         "  ops: 1",
     ]
     assert main(["memory", "export", "ram:team"]) == 0
@@ -148,7 +148,7 @@ def test_a_store_kind_from_another_distribution_is_used_by_name(
             "namespace": "ops",
         }
     ]
-    assert err == "exported 1 items from RamStore('team')\n"
+    assert err == "exported 1 item from RamStore('team')\n"
 
     assert main(["memory", "stats", "ram:nothere"]) == 1  # its own exists() says so
     assert "no memory store at RamStore('nothere'): check the" in capsys.readouterr().err

@@ -71,7 +71,7 @@ def test_warnings_alone_keep_the_manifest_valid(
     assert main(["validate", str(folder / "ok.yaml")]) == 0
     out, err = capsys.readouterr()
     assert 'warning: provider "e": root: empty corpus' in err
-    assert out.startswith(f"{folder / 'ok.yaml'}: valid; 1 providers")
+    assert out.startswith(f"{folder / 'ok.yaml'}: valid; 1 provider (1 enabled)")
 
 
 def test_without_variables_a_path_from_an_unset_variable_is_not_judged(
@@ -120,4 +120,4 @@ def test_a_corpus_its_caps_would_truncate_is_a_warning(
     _, err = capsys.readouterr()
     assert "m.yaml:3:" in err
     assert "warning:" in err
-    assert "3 file(s) not indexed (3 over max_files)" in err
+    assert "3 files not indexed (3 over max_files)" in err

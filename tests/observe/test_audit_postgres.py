@@ -258,7 +258,7 @@ async def test_an_unreachable_server_loses_lines_counted_and_warned_once(
     assert [r.fired[0]["provider_name"] for r in reports] == ["rules"] * 12  # turns unharmed
     assert (log.written, log.failed + log.dropped) == (0, 12)
     assert log.failed >= 1
-    lost = [r for r in audit_warnings(caplog) if "lines lost" in r.getMessage()]
+    lost = [r for r in audit_warnings(caplog) if " lost: " in r.getMessage()]
     assert len(lost) == 1  # warned once, however many batches failed
     assert all(r.exc_info is None for r in caplog.records)  # no traceback
     assert "127.0.0.1" in lost[0].getMessage()
@@ -289,7 +289,7 @@ async def test_a_connection_killed_mid_run_loses_its_batch_and_the_writer_reconn
     stored = {row[0] for row in rows(postgres_dsn, schema)}
     assert {r.turn_id for r in later} <= stored
     assert len(stored) == 4
-    assert len([r for r in audit_warnings(caplog) if "lines lost" in r.getMessage()]) == 1
+    assert len([r for r in audit_warnings(caplog) if "1 line lost" in r.getMessage()]) == 1
     assert log.status()["writing"] is True
 
 
@@ -308,7 +308,7 @@ async def test_a_server_stopped_mid_run_and_restarted(
             assert log.flush(30)
         assert len(reports) == 5
         assert (log.written, log.failed + log.dropped) == (1, 5)
-        assert len([r for r in audit_warnings(caplog) if "lines lost" in r.getMessage()]) == 1
+        assert len([r for r in audit_warnings(caplog) if " lost: " in r.getMessage()]) == 1
         assert all(r.exc_info is None for r in caplog.records)
         cluster.start()
         await run_turns(manifest, ["deploy 7"])

@@ -154,8 +154,7 @@ def test_a_truncated_corpus_is_warned_about_naming_the_setting(
     with caplog.at_level(logging.WARNING):
         stats = index.refresh()
     assert stats.truncation == (
-        "corpus truncated: 2 file(s) not indexed (2 over max_files); raise the setting to "
-        "index them"
+        "corpus truncated: 2 files not indexed (2 over max_files); raise the setting to index them"
     )
     assert stats.truncation in caplog.text
     caplog.clear()
@@ -225,7 +224,7 @@ def test_preview_shows_the_truncation_warning(tmp_path: Path) -> None:
         env={**os.environ, "NO_COLOR": "1"},
     )
     assert run.returncode == 0, run.stderr
-    assert "corpus truncated: 1 file(s) not indexed (1 over max_files)" in run.stderr
+    assert "corpus truncated: 1 file not indexed (1 over max_files)" in run.stderr
 
 
 def test_a_query_of_a_runbooks_title_finds_it_and_the_hit_shows_the_heading_path(

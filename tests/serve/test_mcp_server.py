@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import TextContent, TextResourceContents
+from mcp.types import INVALID_PARAMS, TextContent, TextResourceContents
 
+from composer import load_manifest
+from composer.serve.mcp_server import mcp_server
+from composer.serve.service import ContextService
 from serve.conftest import CONFIGS, PYTHON, ROOT, Server, start_serve
 
 INSTRUCTION = "The API returns 502 errors after the deploy, what do I do?"
@@ -147,3 +152,50 @@ async def test_mcp_over_http_is_refused_without_the_token(token_server: Server) 
     )
     assert response.status_code == 401
     assert response.json()["error"]["type"] == "unauthorized"
+
+
+async def test_every_argument_of_the_prompt_and_the_tool_is_described() -> None:
+    async with stdio_client() as client:
+        (prompt,) = (await client.list_prompts()).prompts
+        (tool,) = (await client.list_tools()).tools
+    arguments = {a.name: a.description for a in prompt.arguments or ()}
+    assert set(arguments) == {"instruction", "system", "branch", "guidance", "metadata"}
+    assert all(arguments.values()), arguments
+    properties = tool.input_schema["properties"]
+    assert set(properties) == set(arguments)
+    assert all(p.get("description") for p in properties.values()), properties
+    assert "(default: 'mcp')" in (arguments["branch"] or "")
+
+
+@contextlib.asynccontextmanager
+async def in_process_client(tmp_path: Path) -> AsyncIterator[Client]:
+    """The SDK's client talking to ``mcp_server`` in this process, so its logs are caught."""
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text("version: 1\nproviders: [{name: rules, type: static, text: Be brief.}]\n")
+    service = ContextService(load_manifest(manifest))
+    try:
+        async with Client(mcp_server(service)) as client:
+            yield client
+    finally:
+        await service.aclose()
+
+
+async def test_a_client_s_missing_or_bad_argument_is_its_error_not_the_server_s(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Answered as an error naming the argument, and never logged as a server error (no
+    traceback on the operator's console for a client's mistake)."""
+    caplog.set_level(logging.DEBUG)
+    async with in_process_client(tmp_path) as client:
+        with pytest.raises(MCPError, match="missing required argument: instruction") as missing:
+            await client.get_prompt("compose", {"system": "S\n"})
+        with pytest.raises(MCPError, match="metadata must be a JSON object") as bad:
+            await client.get_prompt("compose", {"instruction": "x", "metadata": "[1]"})
+        result = await client.call_tool("preview_turn", {"system": "S\n"})
+        composed = await client.get_prompt("compose", {"instruction": "x"})
+    assert missing.value.code == bad.value.code == INVALID_PARAMS
+    assert result.is_error
+    assert "instruction" in text_of(result.content[0])
+    assert [text_of(m.content) for m in composed.messages] == ["Be brief.", "x"]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert not any(r.exc_info for r in caplog.records)

@@ -50,9 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     _location(listing)
-    listing.add_argument(
-        "--limit", type=int, default=20, metavar="N", help="the newest N turns (20)"
-    )
+    listing.add_argument("--limit", type=int, default=20, metavar="N", help="the newest N turns")
     listing.add_argument("--branch", metavar="ID", help="only the turns of this branch id")
     listing.add_argument("--principal", metavar="NAME", help="only the turns of this principal")
     listing.set_defaults(action=_list)
@@ -119,7 +117,7 @@ def _list(args: argparse.Namespace, output: Output) -> int:
 
 
 def _show(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.audit import preview_of
+    from composer.cli.audit import branch_label, preview_of
     from composer.cli.preview import PreviewDocument
     from composer.cli.tables import print_preview
 
@@ -132,8 +130,7 @@ def _show(args: argparse.Namespace, output: Output) -> int:
         document = PreviewDocument.of(preview, manifest=shown, env=line.manifest.env)
         output.json(document.model_dump_json(indent=2))
         return SUCCESS
-    branch = line.branch.name or "(no name)"
-    output.print(f"turn: {line.turn_id} at {line.time}, branch {branch} ({line.branch.id})")
+    output.print(f"turn: {line.turn_id} at {line.time}, branch {branch_label(line.branch)}")
     # The line was masked when it was written: nothing is left to redact (no secret known).
     print_preview(preview, shown, line.manifest.env, output)
     return SUCCESS

@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--team",
         default="the ops team",
-        help="the team the house rules name ('the ops team')",
+        help="the team the house rules name",
     )
     parser.add_argument("--force", action="store_true", help="replace files that exist")
 

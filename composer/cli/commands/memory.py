@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
+from composer.cli.output import counted
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -201,10 +202,10 @@ async def _import(args: argparse.Namespace, output: Output, opened: list[Store])
     missing = await _missing(items, target)
     after = await target.counts()
     output.print(
-        f"read {len(items)} items from {_shown(source)}; added {added}, "
+        f"read {counted(len(items), 'item')} from {_shown(source)}; added {added}, "
         f"{len(items) - added} already there"
     )
-    output.print(f"{_shown(target)}: {sum(after.values())} items ({_namespaces(after)})")
+    output.print(f"{_shown(target)}: {counted(sum(after.values()), 'item')} ({_namespaces(after)})")
     if missing:
         output.error(f"composer memory: {missing} of the items read are not in the target")
         return FAILURE
@@ -228,12 +229,12 @@ async def _export(args: argparse.Namespace, output: Output, opened: list[Store])
     if args.output == "-":
         for item in items:
             output.json(json.dumps(_record(item), ensure_ascii=False, default=str))
-        output.warning(f"exported {len(items)} items from {_shown(store)}")
+        output.warning(f"exported {counted(len(items), 'item')} from {_shown(store)}")
         return SUCCESS
     target = _open(f"jsonl:{args.output}", args, opened)
     added = await target.add(items)
     output.print(
-        f"exported {len(items)} items from {_shown(store)} to {args.output}: added {added}, "
+        f"exported {counted(len(items), 'item')} from {_shown(store)} to {args.output}: added {added}, "
         f"{len(items) - added} already there"
     )
     missing = await _missing(items, target)
@@ -246,7 +247,10 @@ async def _export(args: argparse.Namespace, output: Output, opened: list[Store])
 async def _stats(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
     store = await _existing(args.store, args, opened)
     counts = await store.counts()
-    output.print(f"{_shown(store)}: {sum(counts.values())} items in {len(counts)} namespaces")
+    output.print(
+        f"{_shown(store)}: {counted(sum(counts.values()), 'item')} in "
+        f"{counted(len(counts), 'namespace')}"
+    )
     for name, n in sorted(counts.items()):
         output.print(f"  {name or '(default)'}: {n}")
     return SUCCESS

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_manifest_arguments, manifest_from
+from composer.cli.output import counted
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -41,13 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve MCP on stdin/stdout instead of HTTP (what an MCP client starts)",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port (8080; 0: any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8080, help="port; 0: any free port")
     parser.add_argument(
         "--token-var",
         default="COMPOSER_SERVE_TOKEN",
         metavar="NAME",
-        help="variable holding the bearer token, looked up like ${NAME} (COMPOSER_SERVE_TOKEN)",
+        help="variable holding the bearer token, looked up like ${NAME}",
     )
     parser.add_argument("--token-file", type=Path, help="read the bearer token from this file")
     parser.add_argument(
@@ -64,7 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the file names several)",
     )
     parser.add_argument(
-        "--max-body-bytes", type=int, default=1 << 20, help="largest request body (1 MiB)"
+        "--max-body-bytes",
+        type=int,
+        default=1 << 20,
+        help="largest request body in bytes (default: 1 MiB)",
     )
     parser.add_argument(
         "--rate-limit",
@@ -72,8 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=100.0,
         metavar="PER_SECOND",
         help="requests a second per client address (all of loopback, or an IPv6 /64, is "
-        "one) and per principal, in bursts of twice that, and ten times that in all (100; 0: "
-        "off)",
+        "one) and per principal, in bursts of twice that, and ten times that in all; 0: off",
     )
     parser.add_argument(
         "--max-branches", type=int, default=1000, help="branches kept, least recently used go"
@@ -83,14 +86,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=3600.0,
         metavar="SECONDS",
-        help="drop a branch after this long without a turn (3600)",
+        help="drop a branch after this many seconds without a turn",
     )
     parser.add_argument(
         "--request-timeout",
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="close a connection that has not sent a whole request within this long (10)",
+        help="close a connection that has not sent a whole request within this many seconds",
     )
     parser.add_argument(
         "--max-connections",
@@ -103,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1024,
         metavar="N",
-        help="open connections from one address, an IPv6 /64 counting as one (1024)",
+        help="open connections from one address, an IPv6 /64 counting as one",
     )
     parser.add_argument(
         "--forwarded-allow-ips",
@@ -172,7 +175,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
             idle_ttl_s=args.branch_ttl,
             principals=_callers(args, principals, token),
         )
-        with log_records_to(output, manifest.redact):
+        with log_records_to(output, manifest.redact, live=True):
             if args.mcp_stdio:
                 import asyncio
 
@@ -247,7 +250,7 @@ def _serve_http(
 
     def started(url: str) -> None:
         if principals is not None:
-            guard = f"{len(principals.principals)} principals, bearer token required"
+            guard = f"{counted(len(principals.principals), 'principal')}, bearer token required"
         else:
             guard = "bearer token required" if token else "no token: loopback only"
         console = f"; console at {url}/console" if args.console else ""

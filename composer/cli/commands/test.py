@@ -39,6 +39,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from composer.errors import ManifestError
     from composer.manifest import redact
 
+    output.name_files_as(args.tests)
     try:
         tests = load_tests(args.tests)
     except ManifestError as e:

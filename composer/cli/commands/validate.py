@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_manifest_arguments, add_no_interpolate, manifest_from
+from composer.cli.output import counted
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -82,7 +83,7 @@ def _validate_one(args: argparse.Namespace, output: Output, env: str | None) -> 
     how = "valid without variables" if args.no_interpolate else "valid"
     output.print(
         manifest.redact(
-            f"{shown}: {how}; {len(manifest.providers)} providers ({enabled} enabled), "
+            f"{shown}: {how}; {counted(len(manifest.providers), 'provider')} ({enabled} enabled), "
             f"budget {manifest.budget}"
         )
     )

@@ -1,0 +1,33 @@
+"""A count is printed with its noun in the right number: ``1 provider``, never ``1 providers``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from composer.cli.main import main
+from composer.cli.output import counted
+
+
+@pytest.mark.parametrize(
+    ("count", "noun", "plural", "expected"),
+    [
+        (0, "line", None, "0 lines"),
+        (1, "line", None, "1 line"),
+        (2, "line", None, "2 lines"),
+        (1, "entry", "entries", "1 entry"),
+        (3, "entry", "entries", "3 entries"),
+    ],
+)
+def test_counted_agrees_the_noun_with_the_count(
+    count: int, noun: str, plural: str | None, expected: str
+) -> None:
+    assert counted(count, noun, plural) == expected
+
+
+def test_validate_says_one_provider(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\nproviders: [{name: r, type: static, text: x}]\n")
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: valid; 1 provider (1 enabled), budget 2000\n"
