@@ -4,39 +4,14 @@ store objects stand for two replicas, and agree on every turn's key whatever the
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from memory.services import (
-    DEFAULT_REDIS_URL,
-    postgres_schema,
-    postgres_server,
-    redis_answers,
-    require_redis_extra,
-    throwaway_redis,
-)
+from memory.services import postgres_schema, redis_prefix_of
+from memory.stores_fixtures import postgres_dsn, redis_url
 
 from composer.errors import ServeError
 from composer.serve.state import NO_TURN, StateStore, mask_url, open_state
-
-
-@pytest.fixture(scope="module")
-def postgres_dsn() -> Iterator[str]:
-    with postgres_server() as dsn:
-        yield dsn
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    require_redis_extra()
-    url = os.environ.get("COMPOSER_TEST_REDIS_URL", DEFAULT_REDIS_URL)
-    if redis_answers(url):
-        yield url
-        return
-    with throwaway_redis() as started:
-        yield started
 
 
 @pytest.fixture
@@ -48,18 +23,11 @@ def state_url(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
             yield dsn, schema
         return
     url = request.getfixturevalue("redis_url")
-    prefix = f"t{os.getpid()}_{uuid.uuid4().hex[:10]}"
-    yield url, prefix
-    import redis
+    with redis_prefix_of(url) as prefix:
+        yield url, prefix
 
-    client = redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match="{" + prefix + "}:*"))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
 
+__all__ = ["postgres_dsn", "redis_url"]  # the servers' fixtures
 
 KINDS = pytest.mark.parametrize("state_url", ["postgres", "redis"], indirect=True)
 
