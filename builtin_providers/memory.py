@@ -26,7 +26,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from builtin_providers._dsn import dsn_secrets
 from builtin_providers._fitting import MAX_BLOCK_CHARS, pack, wrap_reserve
 from builtin_providers._lionagi_memory import is_lionagi, lionagi_query, store_lionagi
 from builtin_providers.stores import (
@@ -60,6 +59,7 @@ from composer.plugin import (
     TemplateShape,
     branch_view,
     compile_template,
+    dsn_secrets,
     template_check,
     turn_key,
 )

@@ -9,6 +9,7 @@
     ├── ProviderError                              a provider failed at run time (the registry contains it)
     │   └── StoreError                             a memory store could not be read or written
     ├── TokenizerError                             the vendored o200k_base file is missing or corrupt
+    ├── AuditReadError                             an audit log (a file or a table) cannot be read
     └── ServeError                                 `composer serve` cannot start as configured
         └── RequestRefused                         a served request is refused (its .status: 403, 409)
 
@@ -23,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = [
+    "AuditReadError",
     "ComposerError",
     "ManifestError",
     "PluginError",
@@ -125,6 +127,11 @@ class StoreError(ProviderError):
 
 class TokenizerError(ComposerError):
     """The vendored tokenizer file could not be loaded or did not match its SHA-256."""
+
+
+class AuditReadError(ComposerError):
+    """An audit log cannot be read: a missing file, an unreachable database, no audit table
+    in the schema; the message names the location masked (a DSN by its host and database)."""
 
 
 class ServeError(ComposerError):

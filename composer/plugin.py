@@ -46,6 +46,7 @@ from composer.hooks import (
     Writeback,
     require_coroutines,
 )
+from composer.manifest.dsn import describe_dsn, dsn_secrets
 from composer.manifest.models import Manifest, ManifestPath, ProviderConfig, StrictModel, redact
 from composer.registry import ContextProvider
 from composer.templating import (
@@ -96,6 +97,8 @@ __all__ = [
     "branch_view",
     "compile_template",
     "count_tokens",
+    "describe_dsn",
+    "dsn_secrets",
     "redact",
     "template_check",
     "template_context",

@@ -44,13 +44,13 @@ from builtin_providers.stores.base import (
     record_of,
 )
 from builtin_providers.stores.jsonl import JsonlMemoryStore
-from composer.plugin import StoreError
+from composer.plugin import StoreError, describe_dsn
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["SCHEMA_VERSION", "PostgresMemoryStore", "describe_dsn"]
+__all__ = ["SCHEMA_VERSION", "PostgresMemoryStore"]
 
 SCHEMA_VERSION = 1
 
@@ -93,18 +93,6 @@ _ANALYZE_AFTER = 1000  # items added at once after which the table's statistics 
 _STATISTICS_TTL_S = 60.0  # how long the common lexemes read from pg_stats are used
 _LEXEMES_KEPT = 10_000  # words whose lexemes (the server's stemming) are remembered
 _DEADLOCK_ATTEMPTS = 5  # tries of a run's transaction the server aborted as a deadlock (40P01)
-
-
-def describe_dsn(dsn: str) -> str:
-    """``dsn`` for messages: host, port and database, never a password."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        parts = conninfo_to_dict(dsn)
-    except Exception:
-        return "postgres"
-    where = f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
-    return f"postgres {where}/{parts.get('dbname') or ''}"
 
 
 class PostgresMemoryStore:

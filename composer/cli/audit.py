@@ -1,9 +1,10 @@
-"""The audit log (``runtime.audit``) read back, for ``composer audit show|diff``.
+"""The audit log (``runtime.audit``) read back, for ``composer audit list|show|diff``.
 
 ``preview_of`` rebuilds from one audit line the ``Preview`` that ``composer preview`` would
 have printed for that turn (so ``show`` prints it with the same code); ``describe_changes``
 lists what changed between two turns, provider by provider. A turn is named by its id or a
-unique prefix of it. Texts are in a line only when the manifest had ``keep_text``; otherwise
+unique prefix of it; a log is a file or a PostgreSQL table (a DSN and a schema), read
+through ``composer.observe.audit_source``. Texts are in a line only when the manifest had ``keep_text``; otherwise
 their SHA-256 stands in for them, which is enough to tell whether two turns saw the same block.
 """
 
@@ -21,50 +22,32 @@ if TYPE_CHECKING:  # imported when the command runs: --help stays light
 __all__ = ["describe_changes", "find_turn", "list_line", "newest_turns", "preview_of"]
 
 
-def find_turn(path: Path, turn: str | None) -> tuple[AuditLine, list[tuple[int, str]]]:
-    """The line of ``turn`` (an id or a unique prefix; None: the last line) and the lines that
-    were not audit lines. Raises ``LookupError`` saying why no single turn matched."""
-    from composer.observe.record import read_lines
+def find_turn(
+    location: str | Path, turn: str | None, *, schema: str = "composer"
+) -> tuple[AuditLine, list[tuple[int, str]]]:
+    """The line of ``turn`` (an id or a unique prefix; None: the newest) in a file or a DSN's
+    table, and the lines that were not audit lines (``composer.observe.audit_source``).
+    Raises ``LookupError`` saying why no single turn matched, ``AuditReadError`` when the
+    location cannot be read."""
+    from composer.observe.audit_source import find_turn as find
 
-    found: list[AuditLine] = []
-    skipped: list[tuple[int, str]] = []
-    last = None
-    for number, line in read_lines(path):
-        if isinstance(line, str):
-            skipped.append((number, line))
-            continue
-        last = line
-        if turn is not None and (line.turn_id or "").startswith(turn):
-            found.append(line)
-    if turn is None:
-        if last is None:
-            raise LookupError("holds no turn")
-        return last, skipped
-    exact = [line for line in found if line.turn_id == turn]
-    if len(exact) == 1 or len(found) == 1:
-        return (exact or found)[0], skipped
-    if not found:
-        raise LookupError(f"no turn {turn}")
-    raise LookupError(f"{len(found)} turns start with {turn}; give more of the id")
+    return find(location, turn, schema=schema)
 
 
-def newest_turns(path: Path, limit: int) -> tuple[list[AuditLine], int, list[tuple[int, str]]]:
-    """The last ``limit`` turns of ``path``, newest first; how many it holds; the lines that
-    were not audit lines. Only ``limit`` lines are kept while reading."""
-    from collections import deque
+def newest_turns(
+    location: str | Path,
+    limit: int,
+    *,
+    schema: str = "composer",
+    branch: str | None = None,
+    principal: str | None = None,
+) -> tuple[list[AuditLine], int, list[tuple[int, str]]]:
+    """The newest ``limit`` turns of a file or a DSN's table (of ``branch`` and ``principal``
+    when given), newest first; how many match; the lines that were not audit lines."""
+    from composer.observe.audit_source import read_turns
 
-    from composer.observe.record import read_lines
-
-    kept: deque[AuditLine] = deque(maxlen=limit)
-    skipped: list[tuple[int, str]] = []
-    total = 0
-    for number, line in read_lines(path):
-        if isinstance(line, str):
-            skipped.append((number, line))
-            continue
-        total += 1
-        kept.append(line)
-    return list(reversed(kept)), total, skipped
+    page = read_turns(location, schema=schema, limit=limit, branch=branch, principal=principal)
+    return page.lines, page.total, page.skipped
 
 
 _MARKS = {

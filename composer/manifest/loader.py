@@ -358,10 +358,13 @@ def _without_cyclic_gc() -> Iterator[None]:
 
 
 def _declared_secrets(manifest: Manifest) -> set[str]:
-    """What provider configs name as secrets however they were written (a DSN's password)."""
+    """What configs name as secrets however they were written (a DSN's password): the
+    providers' and the audit sink's."""
+    audit = manifest.runtime.audit
+    configs = [*manifest.providers, *([audit] if audit is not None else [])]
     return {
         value
-        for config in manifest.providers
+        for config in configs
         if isinstance(config, Secrets)
         for value in config.secrets()
         if value

@@ -35,6 +35,7 @@ from pydantic import (
 )
 
 from composer.hooks import Closeable
+from composer.manifest.dsn import dsn_secrets
 from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr, VariableUse
 from composer.templating import Expression, Template, TemplateShape, template_check_exact
 
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_BUDGET",
     "WRAP_NAMES",
     "AuditConfig",
+    "AuditPostgres",
     "CacheBackendConfig",
     "CacheConfig",
     "Manifest",
@@ -305,14 +307,62 @@ class ReportConfig(StrictModel):
     )
 
 
-class AuditConfig(StrictModel):
-    """One JSON line per turn, written off the turn's path."""
+class AuditPostgres(StrictModel):
+    """An audit table in PostgreSQL: every replica writes to one, read as one."""
 
-    path: ManifestPath = Field(
+    dsn: str = Field(
+        min_length=1,
+        description=(
+            "libpq URL or key=value string; give the password through ${VAR} (its password, "
+            "user and options are masked wherever shown, however written)."
+        ),
+    )
+    db_schema: str = Field(
+        "composer",
+        alias="schema",
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        description="The schema of the table `audit_turns`; both are created on first use.",
+    )
+    max_age_days: float = Field(
+        30.0,
+        gt=0,
+        le=36_500,
+        description="Rows older than this are deleted (checked once a minute by each writer).",
+    )
+    max_rows: int = Field(
+        1_000_000,
+        ge=1,
+        description="At most this many rows are kept; the oldest beyond it are deleted.",
+    )
+    connect_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="Longest wait to connect or write; past it the batch's lines are lost (counted).",
+    )
+
+
+class AuditConfig(StrictModel):
+    """One JSON line per turn, written off the turn's path, to one sink: a file, a PostgreSQL
+    table or standard output."""
+
+    path: ManifestPath | None = Field(
+        None,
         description=(
             "The JSON Lines file, relative to this manifest; created with mode 0600. Processes "
             "that share a file share its rotation: give each process its own."
-        )
+        ),
+    )
+    postgres: AuditPostgres | None = Field(
+        None,
+        description=(
+            "A table shared by every process and replica: `{dsn: ..., schema: ...}` (needs the "
+            "postgres extra); `composer audit list DSN` reads it."
+        ),
+    )
+    stdout: bool = Field(
+        False,
+        description="One line per turn on standard output, for a log shipper to collect.",
     )
     keep_text: bool = Field(
         False,
@@ -341,6 +391,17 @@ class AuditConfig(StrictModel):
             "counted, the turn never waits."
         ),
     )
+
+    @model_validator(mode="after")
+    def _one_sink(self) -> AuditConfig:
+        given = [self.path is not None, self.postgres is not None, self.stdout]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of path, postgres or stdout: true")
+        return self
+
+    def secrets(self) -> list[str]:
+        """The DSN's password, user and options, secrets however they were written."""
+        return dsn_secrets(self.postgres.dsn) if self.postgres is not None else []
 
 
 class RuntimeConfig(StrictModel):
@@ -388,8 +449,10 @@ class RuntimeConfig(StrictModel):
     audit: AuditConfig | None = Field(
         None,
         description=(
-            "Append one JSON line per turn (outcomes, budget, tokens, each admitted block's "
-            "SHA-256) to a file: `{path: turns.jsonl}`; read it with `composer audit`."
+            "Write one JSON line per turn (outcomes, budget, tokens, each admitted block's "
+            "SHA-256) to a file (`{path: turns.jsonl}`), a PostgreSQL table "
+            "(`{postgres: {dsn: ...}}`) or standard output (`{stdout: true}`); read a file or "
+            "a table with `composer audit`."
         ),
     )
     traces: bool = Field(

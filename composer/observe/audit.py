@@ -30,14 +30,15 @@ import errno
 import logging
 import os
 import stat
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
-__all__ = ["AuditLog", "open_audit_log", "release_audit_log"]
+__all__ = ["AuditLog", "AuditQueue", "StdoutAuditLog", "open_audit_log", "release_audit_log"]
 
 from composer.observe.record import json_line, weight
 
@@ -61,31 +62,33 @@ _WARN_EVERY_S = 60.0
 _YIELD_S = 0.0005  # the longest the writer makes lines before it lets a turn run
 
 
-class AuditLog:
-    """Appends one JSON line per turn to ``path`` from a thread of its own.
+class AuditQueue:
+    """A sink's bounded queue and writer thread: ``put`` on the turn's path, ``_write`` of
+    whole batches on the thread (each sink says how it writes a batch and what it closes).
 
     ``written``, ``dropped`` (queue full, or the log closed) and ``failed`` (lost to an I/O
     error) count lines; ``on_count(kind, n)`` is told of each change (for metrics).
+    ``label`` names the sink in warnings (masked: a file's path, a DSN's host and database);
+    ``key`` is what ``open_audit_log`` shares it by.
     """
+
+    kind = "queue"
+    """What ``status`` reports the sink as (``file``, ``postgres``, ``stdout``)."""
 
     def __init__(
         self,
-        path: Path,
+        label: str,
+        key: Hashable,
         *,
-        max_bytes: int,
-        backups: int,
         queue_size: int,
         queue_bytes: int = QUEUE_BYTES,
         redact: Callable[[str], str] | None = None,
         on_count: Callable[[str, int], None] | None = None,
-        encode: Callable[[Any], bytes] = json_line,
         weigh: Callable[[Any], int] = weight,
     ) -> None:
-        self.path = path
-        self._encode = encode
+        self.label = label
+        self.key = key
         self._weigh = weigh
-        self.max_bytes = max_bytes
-        self.backups = backups
         self.written = 0
         self.dropped = 0
         self.failed = 0
@@ -98,12 +101,12 @@ class AuditLog:
         self._held_lock = threading.Lock()  # turns of several threads may put at once
         self._wake = threading.Event()
         self._busy = False  # the writer holds lines it took from the queue
-        self._fd: int | None = None
-        self._size = 0
         self._closed = False
         self._lock = threading.Lock()  # starting and stopping the thread
         self._thread: threading.Thread | None = None
         self._warned: dict[str, float] = {}
+        self.last_error: str | None = None
+        """The last failure's message (masked), None once a batch is written again."""
 
     # -- the turn's side
 
@@ -123,7 +126,7 @@ class AuditLog:
                 self._pending.append((size, snapshot))
         if full:
             self._count("dropped", 1)
-            self._warn("full", f"audit log {self.path}: queue full, a turn's line was dropped")
+            self._warn("full", f"audit log {self.label}: queue full, a turn's line was dropped")
             return
         if not self._wake.is_set():
             if self._thread is None:
@@ -134,7 +137,7 @@ class AuditLog:
         with self._lock:
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(
-                    target=self._run, name=f"composer-audit:{self.path.name}", daemon=True
+                    target=self._run, name=f"composer-audit:{self.kind}", daemon=True
                 )
                 self._thread.start()
 
@@ -148,15 +151,16 @@ class AuditLog:
             self._wake.clear()  # a put after this wakes the next round
             self._busy = True
             while self._pending:
+                self._pause()
                 self._write_batch()
             self._busy = False
             if self._closed and not self._pending:
                 break
-        self._close_fd()
+        self._finish()
 
     def _write_batch(self) -> None:
         """Make the lines of queued snapshots, up to about ``BATCH_BYTES``, and write them."""
-        lines: list[bytes] = []
+        lines: list[Any] = []
         size = 0
         offered = time.perf_counter()
         while self._pending and size < BATCH_BYTES:
@@ -164,11 +168,12 @@ class AuditLog:
             with self._held_lock:
                 self._held -= held
             try:
-                lines.append(self._encode(snapshot))
-                size += len(lines[-1])
+                line, made = self._make(snapshot)
+                lines.append(line)
+                size += made
             except Exception as e:  # a snapshot that cannot be written is one lost line
                 self._count("failed", 1)
-                self._warn("encode", f"audit log {self.path}: a line could not be made: {e!r}")
+                self._warn("encode", f"audit log {self.label}: a line could not be made: {e!r}")
             del snapshot
             if time.perf_counter() - offered > _YIELD_S:
                 time.sleep(0)  # offer the interpreter back: a waiting turn goes first
@@ -176,96 +181,27 @@ class AuditLog:
         if lines:
             self._write(lines)
 
-    def _write(self, lines: list[bytes]) -> None:
-        """Append ``lines``, rotating first wherever the next would pass ``max_bytes``."""
-        before = self.written
-        try:
-            self._open()
-            chunk: list[bytes] = []
-            size = 0
-            for line in lines:
-                held = self._size + size  # a line longer than max_bytes still goes, alone
-                if held and held + len(line) > self.max_bytes:
-                    self._append(chunk)
-                    chunk, size = [], 0
-                    self._close_fd()
-                    self._rotate()
-                    self._open()
-                chunk.append(line)
-                size += len(line)
-            self._append(chunk)
-        except OSError as e:
-            self._close_fd()
-            lost = len(lines) - (self.written - before)
-            self._count("failed", lost)
-            kind = errno.errorcode.get(e.errno or 0, type(e).__name__)
-            self._warn(kind, f"audit log {self.path}: {lost} lines lost: {e.strerror or e}")
+    def _make(self, snapshot: Any) -> tuple[Any, int]:
+        """What ``_write`` takes for one snapshot, and its size in bytes."""
+        line = json_line(snapshot)
+        return line, len(line)
 
-    def _append(self, lines: list[bytes]) -> None:
-        """Write ``lines`` and count them written; a short write is continued, and on an error
-        the file is cut back to the end of the last whole line, which alone are counted."""
-        assert self._fd is not None
-        data = b"".join(lines)
-        view = memoryview(data)
-        start, sent = self._size, 0
-        try:
-            while sent < len(data):
-                sent += os.write(self._fd, view[sent:])
-        except OSError:
-            whole = data.rfind(b"\n", 0, sent) + 1
-            if whole < sent:
-                with contextlib.suppress(OSError):  # if not, the next open ends the torn line
-                    os.ftruncate(self._fd, start + whole)
-            self._size = start + whole
-            self._count("written", data.count(b"\n", 0, whole))
-            raise
-        finally:
-            view.release()
-        self._size = start + sent
-        self._count("written", len(lines))
+    def _write(self, lines: list[Any]) -> None:
+        """Write one batch; count each line ``written`` or ``failed``; never raise."""
+        raise NotImplementedError
 
-    def _open(self) -> None:
-        """Open the path for appending, or raise: refused unless it is a regular file of this
-        process's user (a FIFO's ``open`` would block, a symlink or another user's file
-        would take the lines elsewhere); made 0600; a torn last line is ended first."""
-        if self._fd is not None:
-            return
-        try:
-            fd = os.open(self.path, _OPEN_FLAGS, 0o600)
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise OSError(e.errno, "a symbolic link: refused") from None
-            if e.errno == errno.ENXIO:  # a socket (or, where O_RDWR waits, a FIFO)
-                raise OSError(e.errno, "not a regular file: refused") from None
-            raise
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise OSError(errno.EINVAL, "not a regular file: refused")
-            if info.st_uid != os.geteuid():
-                raise OSError(errno.EPERM, f"owned by uid {info.st_uid}, not this user: refused")
-            if stat.S_IMODE(info.st_mode) != 0o600:
-                os.fchmod(fd, 0o600)
-            if info.st_size and os.pread(fd, 1, info.st_size - 1) != b"\n":
-                os.write(fd, b"\n")  # a line torn by a crash stays one bad line, alone
-            self._size = os.fstat(fd).st_size
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
+    def _pause(self) -> None:
+        """Wait before the next batch, if the sink asks (a server that just failed)."""
 
-    def _rotate(self) -> None:
-        base = str(self.path)
-        for n in range(self.backups - 1, 0, -1):
-            if os.path.exists(f"{base}.{n}"):
-                os.replace(f"{base}.{n}", f"{base}.{n + 1}")
-        os.replace(base, f"{base}.1")
+    def _finish(self) -> None:
+        """Release what the writer holds (a file, a connection) when the thread ends."""
 
-    def _close_fd(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    def _lost(self, kind: str, lost: int, message: str) -> None:
+        """``lost`` lines of a batch failed: counted, remembered and warned (once a minute per
+        ``kind``)."""
+        self._count("failed", lost)
+        self.last_error = self._redact(message) if self._redact else message
+        self._warn(kind, f"audit log {self.label}: {lost} lines lost: {message}")
 
     # -- counting and warning
 
@@ -311,18 +247,209 @@ class AuditLog:
         self._wake.set()
         thread.join(timeout)  # a thread stuck on a disk is a daemon: it does not hold the exit
 
+    def status(self) -> dict[str, Any]:
+        """What a readiness probe shows of the sink: its kind and label (masked), whether its
+        last batch was written (None: none tried yet), the counts, the last error (masked)."""
+        label = self._redact(self.label) if self._redact else self.label
+        writing = None if self.written + self.failed == 0 else self.last_error is None
+        return {
+            "kind": self.kind,
+            "where": label,
+            "writing": writing,
+            "written": self.written,
+            "dropped": self.dropped,
+            "failed": self.failed,
+            "last_error": self.last_error,
+        }
+
+    def _written(self, n: int) -> None:
+        """``n`` lines reached the sink: counted, and the sink is writing again."""
+        self._count("written", n)
+        self.last_error = None
+
+
+class AuditLog(AuditQueue):
+    """Appends one JSON line per turn to ``path`` from a thread of its own, rotating it."""
+
+    kind = "file"
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_bytes: int,
+        backups: int,
+        queue_size: int,
+        queue_bytes: int = QUEUE_BYTES,
+        redact: Callable[[str], str] | None = None,
+        on_count: Callable[[str, int], None] | None = None,
+        encode: Callable[[Any], bytes] = json_line,
+        weigh: Callable[[Any], int] = weight,
+    ) -> None:
+        super().__init__(
+            str(path),
+            path,
+            queue_size=queue_size,
+            queue_bytes=queue_bytes,
+            redact=redact,
+            on_count=on_count,
+            weigh=weigh,
+        )
+        self.path = path
+        self._encode = encode
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self._fd: int | None = None
+        self._size = 0
+
+    def _make(self, snapshot: Any) -> tuple[bytes, int]:
+        line = self._encode(snapshot)
+        return line, len(line)
+
+    def _write(self, lines: list[bytes]) -> None:
+        """Append ``lines``, rotating first wherever the next would pass ``max_bytes``."""
+        before = self.written
+        try:
+            self._open()
+            chunk: list[bytes] = []
+            size = 0
+            for line in lines:
+                held = self._size + size  # a line longer than max_bytes still goes, alone
+                if held and held + len(line) > self.max_bytes:
+                    self._append(chunk)
+                    chunk, size = [], 0
+                    self._close_fd()
+                    self._rotate()
+                    self._open()
+                chunk.append(line)
+                size += len(line)
+            self._append(chunk)
+        except OSError as e:
+            self._close_fd()
+            lost = len(lines) - (self.written - before)
+            kind = errno.errorcode.get(e.errno or 0, type(e).__name__)
+            self._lost(kind, lost, str(e.strerror or e))
+
+    def _append(self, lines: list[bytes]) -> None:
+        """Write ``lines`` and count them written; a short write is continued, and on an error
+        the file is cut back to the end of the last whole line, which alone are counted."""
+        assert self._fd is not None
+        data = b"".join(lines)
+        view = memoryview(data)
+        start, sent = self._size, 0
+        try:
+            while sent < len(data):
+                sent += os.write(self._fd, view[sent:])
+        except OSError:
+            whole = data.rfind(b"\n", 0, sent) + 1
+            if whole < sent:
+                with contextlib.suppress(OSError):  # if not, the next open ends the torn line
+                    os.ftruncate(self._fd, start + whole)
+            self._size = start + whole
+            self._count("written", data.count(b"\n", 0, whole))
+            raise
+        finally:
+            view.release()
+        self._size = start + sent
+        self._written(len(lines))
+
+    def _open(self) -> None:
+        """Open the path for appending, or raise: refused unless it is a regular file of this
+        process's user (a FIFO's ``open`` would block, a symlink or another user's file
+        would take the lines elsewhere); made 0600; a torn last line is ended first."""
+        if self._fd is not None:
+            return
+        try:
+            fd = os.open(self.path, _OPEN_FLAGS, 0o600)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OSError(e.errno, "a symbolic link: refused") from None
+            if e.errno == errno.ENXIO:  # a socket (or, where O_RDWR waits, a FIFO)
+                raise OSError(e.errno, "not a regular file: refused") from None
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file: refused")
+            if info.st_uid != os.geteuid():
+                raise OSError(errno.EPERM, f"owned by uid {info.st_uid}, not this user: refused")
+            if stat.S_IMODE(info.st_mode) != 0o600:
+                os.fchmod(fd, 0o600)
+            if info.st_size and os.pread(fd, 1, info.st_size - 1) != b"\n":
+                os.write(fd, b"\n")  # a line torn by a crash stays one bad line, alone
+            self._size = os.fstat(fd).st_size
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _rotate(self) -> None:
+        base = str(self.path)
+        for n in range(self.backups - 1, 0, -1):
+            if os.path.exists(f"{base}.{n}"):
+                os.replace(f"{base}.{n}", f"{base}.{n + 1}")
+        os.replace(base, f"{base}.1")
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _finish(self) -> None:
+        self._close_fd()
+
     def __repr__(self) -> str:
         return f"<AuditLog {self.path.name} written={self.written} failed={self.failed}>"
 
 
-_OPEN: dict[Path, tuple[AuditLog, int]] = {}
+class StdoutAuditLog(AuditQueue):
+    """Writes one JSON line per turn to standard output (``sys.stdout`` when the batch is
+    written), for a log shipper: a reader that stalls holds the writer, never a turn."""
+
+    kind = "stdout"
+
+    def __init__(
+        self,
+        key: Hashable = "stdout",
+        *,
+        queue_size: int,
+        queue_bytes: int = QUEUE_BYTES,
+        redact: Callable[[str], str] | None = None,
+        on_count: Callable[[str, int], None] | None = None,
+    ) -> None:
+        super().__init__(
+            "standard output",
+            key,
+            queue_size=queue_size,
+            queue_bytes=queue_bytes,
+            redact=redact,
+            on_count=on_count,
+        )
+
+    def _write(self, lines: list[bytes]) -> None:
+        try:
+            stream = sys.stdout
+            stream.write(b"".join(lines).decode("ascii"))  # whole lines, one write
+            stream.flush()
+        except (OSError, ValueError, AttributeError) as e:  # closed, a broken pipe, None
+            self._lost(type(e).__name__, len(lines), str(e) or type(e).__name__)
+            return
+        self._written(len(lines))
+
+
+_OPEN: dict[Hashable, tuple[AuditQueue, int]] = {}
 _OPEN_LOCK = threading.Lock()
 
+_Sink = TypeVar("_Sink", bound=AuditQueue)
 
-def open_audit_log(path: Path, make: Callable[[Path], AuditLog]) -> AuditLog:
-    """The one ``AuditLog`` of ``path`` in this process: ``make(absolute path)`` the first time,
-    then the same log (a counter hook is added if it had none); ``release`` it after use."""
-    key = Path(os.path.abspath(path))
+
+def open_audit_log(key: Any, make: Callable[[Any], _Sink]) -> _Sink:
+    """The one sink of ``key`` in this process (a file's path, a table's DSN and schema,
+    ``"stdout"``): ``make(key)`` the first time (a path made absolute), then the same sink;
+    ``release`` it after use."""
+    if isinstance(key, Path):
+        key = Path(os.path.abspath(key))
     with _OPEN_LOCK:
         log, users = _OPEN.get(key, (None, 0))
         if log is None:
@@ -330,19 +457,19 @@ def open_audit_log(path: Path, make: Callable[[Path], AuditLog]) -> AuditLog:
             atexit.unregister(_close_all)  # registered once, however many logs
             atexit.register(_close_all)
         _OPEN[key] = (log, users + 1)
-        return log
+        return cast(_Sink, log)
 
 
-def release_audit_log(log: AuditLog) -> None:
+def release_audit_log(log: AuditQueue) -> None:
     """One user fewer; the last one closes the log (queued lines are written first)."""
     with _OPEN_LOCK:
-        log_, users = _OPEN.get(log.path, (None, 0))
+        log_, users = _OPEN.get(log.key, (None, 0))
         if log_ is not log:
             return
         if users > 1:
-            _OPEN[log.path] = (log, users - 1)
+            _OPEN[log.key] = (log, users - 1)
             return
-        del _OPEN[log.path]
+        del _OPEN[log.key]
     log.close()
 
 

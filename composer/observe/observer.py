@@ -20,8 +20,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from composer.manifest.models import Manifest
-from composer.observe.audit import AuditLog, open_audit_log, release_audit_log
+from composer.manifest.models import AuditConfig, Manifest
+from composer.observe.audit import (
+    AuditLog,
+    AuditQueue,
+    StdoutAuditLog,
+    open_audit_log,
+    release_audit_log,
+)
 from composer.observe.record import AuditManifest, LineContext, ProviderInfo, snapshot
 from composer.registry import BranchLike, InstructionLike, ProviderReport
 
@@ -56,7 +62,7 @@ class TurnObserver:
         )
         self.metrics = _metrics() if runtime.metrics else None
         self.tracer = _tracer(self, path) if runtime.traces else None
-        self.audit: AuditLog | None = None
+        self.audit: AuditQueue | None = None
         self.keep_text = False
         if runtime.audit is not None:
             config = runtime.audit
@@ -69,17 +75,7 @@ class TurnObserver:
                 redact=self.redact,
             )
             count = self.metrics.audit_counter() if self.metrics is not None else None
-            self.audit = open_audit_log(
-                config.path,
-                functools.partial(
-                    AuditLog,
-                    max_bytes=config.max_bytes,
-                    backups=config.backups,
-                    queue_size=config.queue,
-                    redact=self.redact,
-                    on_count=count,
-                ),
-            )
+            self.audit = _open_sink(config, self.redact, count)
             if self.audit.on_count is None:
                 self.audit.on_count = count
 
@@ -162,6 +158,36 @@ class TurnObserver:
         audit, self.audit = self.audit, None
         if audit is not None:
             await asyncio.to_thread(release_audit_log, audit)
+
+
+def _open_sink(
+    config: AuditConfig, redact: Callable[[str], str], count: Callable[[str, int], None] | None
+) -> AuditQueue:
+    """The process's one sink of ``config`` (a file, a table, standard output), opened once
+    whatever number of loaded manifests write to it."""
+    common: dict[str, Any] = {"queue_size": config.queue, "redact": redact, "on_count": count}
+    if config.postgres is not None:
+        from composer.observe.audit_postgres import PostgresAuditLog
+
+        table = config.postgres
+        return open_audit_log(
+            ("postgres", table.dsn, table.db_schema),
+            lambda _: PostgresAuditLog(
+                table.dsn,
+                schema=table.db_schema,
+                max_age_s=table.max_age_days * 86_400,
+                max_rows=table.max_rows,
+                timeout_s=table.connect_timeout_s,
+                **common,
+            ),
+        )
+    if config.stdout:
+        return open_audit_log("stdout", functools.partial(StdoutAuditLog, **common))
+    assert config.path is not None  # the model holds exactly one sink
+    return open_audit_log(
+        config.path,
+        functools.partial(AuditLog, max_bytes=config.max_bytes, backups=config.backups, **common),
+    )
 
 
 def _revision(manifest: Manifest) -> str:

@@ -58,6 +58,8 @@ EXPECTED_PLUGIN_API = {
     "branch_view",
     "compile_template",
     "count_tokens",
+    "describe_dsn",
+    "dsn_secrets",
     "redact",
     "template_check",
     "template_context",

@@ -18,9 +18,22 @@ if TYPE_CHECKING:
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
 
 DESCRIPTION = (
-    "Read an audit log written with the manifest's `runtime.audit` (one JSON line per turn). "
-    "A turn ID may be any unique prefix of a turn id."
+    "Read an audit log written with the manifest's `runtime.audit` (one JSON line per turn): "
+    "a file, or a PostgreSQL table named by its DSN and --schema. A turn ID may be any unique "
+    "prefix of a turn id."
 )
+
+_LOG = "the audit log: a file (turns.jsonl) or a DSN (postgresql://...)"
+
+
+def _location(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="LOG", help=_LOG)
+    parser.add_argument(
+        "--schema",
+        default="composer",
+        metavar="NAME",
+        help="the PostgreSQL schema of a DSN's table (default: composer)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,29 +42,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "list",
         help="one line per turn, newest first",
         description=(
-            "List the turns of FILE, newest first, one line each: time (UTC), turn id, "
+            "List the turns of LOG, newest first, one line each: time (UTC), turn id, "
             "branch id (and name), principal, tokens used of the budget, one character per "
             "provider's outcome (+ fired, c cached, . empty, w guarded, m over max_tokens, "
             "b over budget, F failed, T timeout, - not called), and the instruction's first "
             "words when the log kept text."
         ),
     )
-    listing.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
+    _location(listing)
     listing.add_argument(
         "--limit", type=int, default=20, metavar="N", help="the newest N turns (20)"
     )
+    listing.add_argument("--branch", metavar="ID", help="only the turns of this branch id")
+    listing.add_argument("--principal", metavar="NAME", help="only the turns of this principal")
     listing.set_defaults(action=_list)
     show = actions.add_parser(
         "show",
         help="print a turn as `composer preview` would",
         description=(
-            "Print one turn of FILE as `composer preview` prints a turn: one row per provider "
+            "Print one turn of LOG as `composer preview` prints a turn: one row per provider "
             "(outcome, tokens, milliseconds), the budget used, then the text the model saw when "
             "the log kept text (`keep_text: true`), else each block's SHA-256. Without --turn, "
-            "the last turn of FILE."
+            "the newest turn of LOG."
         ),
     )
-    show.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
+    _location(show)
     show.add_argument("--turn", metavar="ID", help="the turn id, or a unique prefix of it")
     show.add_argument("--json", action="store_true", help="the preview's JSON document instead")
     show.set_defaults(action=_show)
@@ -59,13 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "diff",
         help="what changed between two turns",
         description=(
-            "List what differs between turns ID1 and ID2 of FILE: the manifest revision, the "
+            "List what differs between turns ID1 and ID2 of LOG: the manifest revision, the "
             "budget, the tokens used, the instruction, and per provider its outcome, tokens "
             "and block (`~` changed, `+` only in ID2, `-` only in ID1); with kept text, the "
             "lines of a block that changed. Exit 0, or 1 when a turn is not found."
         ),
     )
-    diff.add_argument("file", metavar="FILE", help="the audit log (turns.jsonl)")
+    _location(diff)
     diff.add_argument("first", metavar="ID1")
     diff.add_argument("second", metavar="ID2")
     diff.set_defaults(action=_diff)
@@ -78,17 +93,23 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
 def _list(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.audit import list_line, newest_turns
+    from composer.errors import AuditReadError
 
     if args.limit < 1:
         output.error("composer audit list: --limit must be at least 1")
         return USAGE
     try:
-        lines, total, skipped = newest_turns(Path(args.file), args.limit)
-    except OSError as e:
-        output.error(f"composer audit: {args.file}: {e.strerror or e}")
+        lines, total, skipped = newest_turns(
+            _log(args.file),
+            args.limit,
+            schema=args.schema,
+            branch=args.branch,
+            principal=args.principal,
+        )
+    except AuditReadError as e:
+        output.error(f"composer audit: {e}")
         return FAILURE
-    for number, problem in skipped:
-        output.warning(f"composer audit: {args.file}:{number}: {problem}; skipped")
+    _skipped(args.file, skipped, output)
     for line in lines:
         output.print(list_line(line))
     shown = f"the newest {len(lines)} of " if len(lines) < total else ""
@@ -101,7 +122,7 @@ def _show(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.preview import PreviewDocument
     from composer.cli.tables import print_preview
 
-    line = _turn(args.file, args.turn, output)
+    line = _turn(args, args.turn, output)
     if line is None:
         return FAILURE
     preview = preview_of(line)
@@ -120,8 +141,8 @@ def _show(args: argparse.Namespace, output: Output) -> int:
 def _diff(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.audit import describe_changes
 
-    first = _turn(args.file, args.first, output)
-    second = _turn(args.file, args.second, output)
+    first = _turn(args, args.first, output)
+    second = _turn(args, args.second, output)
     if first is None or second is None:
         return FAILURE
     changes = describe_changes(first, second)
@@ -133,19 +154,34 @@ def _diff(args: argparse.Namespace, output: Output) -> int:
     return SUCCESS
 
 
-def _turn(file: str, turn: str | None, output: Output) -> AuditLine | None:
-    """The turn of ``file`` named by ``turn`` (the last one when None), or None after saying
-    why not."""
+def _turn(args: argparse.Namespace, turn: str | None, output: Output) -> AuditLine | None:
+    """The turn of the log named by ``turn`` (the newest when None), or None after saying
+    why not (the log's location masked)."""
     from composer.cli.audit import find_turn
+    from composer.errors import AuditReadError
+    from composer.observe.audit_source import shown
 
     try:
-        line, skipped = find_turn(Path(file), turn)
-    except OSError as e:
-        output.error(f"composer audit: {file}: {e.strerror or e}")
+        line, skipped = find_turn(_log(args.file), turn, schema=args.schema)
+    except AuditReadError as e:
+        output.error(f"composer audit: {e}")
         return None
     except LookupError as e:
-        output.error(f"composer audit: {file}: {e.args[0]}")
+        output.error(f"composer audit: {shown(args.file)}: {e.args[0]}")
         return None
-    for number, problem in skipped:
-        output.warning(f"composer audit: {file}:{number}: {problem}; skipped")
+    _skipped(args.file, skipped, output)
     return line
+
+
+def _log(location: str) -> str | Path:
+    """A DSN as given, anything else a file's path."""
+    from composer.observe.audit_source import is_dsn
+
+    return location if is_dsn(location) else Path(location)
+
+
+def _skipped(location: str, skipped: list[tuple[int, str]], output: Output) -> None:
+    from composer.observe.audit_source import shown
+
+    for number, problem in skipped:
+        output.warning(f"composer audit: {shown(location)}:{number}: {problem}; skipped")

@@ -2,8 +2,9 @@
 
 libpq and psycopg_pool quote a DSN's parts in their errors and warnings (``invalid
 percent-encoded token: "p%sk..."``, ``role "..." does not exist``), and a DSN written without
-``${VAR}`` is no secret to the loader; so the memory provider's config names these parts and
-the loader masks them wherever they are shown. The parse is forgiving on purpose: a DSN that
+``${VAR}`` is no secret to the loader; so a config that holds a DSN (the memory provider's
+source, ``runtime.audit.postgres``) names these parts and the loader masks them wherever they
+are shown. The parse is forgiving on purpose: a DSN that
 libpq refuses (a stray ``%``) is exactly the one whose parts end up in its message.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-__all__ = ["dsn_secrets"]
+__all__ = ["describe_dsn", "dsn_secrets"]
 
 _PASSWORDS = frozenset({"password", "sslpassword"})
 _NAMES = frozenset({"user", "options"})
@@ -121,3 +122,15 @@ def _keyword_pairs(dsn: str) -> list[tuple[str, str, str]]:
         pairs.append((match.group(1), dsn[start:at], "".join(value)))
         at += 1 if quoted else 0
     return pairs
+
+
+def describe_dsn(dsn: str) -> str:
+    """``dsn`` for messages: host, port and database, never a password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return "postgres"
+    where = f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
+    return f"postgres {where}/{parts.get('dbname') or ''}"

@@ -1,0 +1,181 @@
+"""The audit log's PostgreSQL sink: the same queue and thread as the file's, batches COPYed.
+
+The writer thread holds one connection (a pool would serve one thread). Each batch of lines
+is one ``COPY`` in one transaction: all of it lands or none. When the server cannot be reached
+or a batch fails (the server restarted, the connection was killed, a timeout), the batch's
+lines are lost, counted in ``failed`` and warned (once a minute per kind of failure, masked:
+the DSN is named by its host and database only), the connection is dropped, and the writer
+waits before it tries again (1 s, doubling to ``RETRY_MAX_S``) while new lines wait in the
+bounded queue (full, they are dropped and counted). The turn never waits on any of it.
+
+Retention runs on the writer's connection after a batch, once a minute (and at once again
+after a run that deleted a full ``RETAIN_BATCH``): rows older than ``max_age_s``, then rows
+beyond the newest ``max_rows``, at most ``RETAIN_BATCH`` of each per run. One writer at a
+time does it (a transaction advisory lock that the others skip).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from composer.manifest.dsn import describe_dsn
+from composer.observe.audit import QUEUE_BYTES, AuditQueue
+from composer.observe.audit_table import COLUMNS, TABLE, connect, create_table, row_of, statement
+from composer.observe.record import Snapshot, json_line
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from psycopg import Connection
+
+__all__ = ["RETAIN_BATCH", "RETAIN_EVERY_S", "PostgresAuditLog"]
+
+RETRY_MAX_S = 5.0
+"""The longest wait between tries while the server fails."""
+
+RETAIN_EVERY_S = 60.0
+"""How often a writer deletes what is past the retention."""
+
+RETAIN_BATCH = 10_000
+"""Rows deleted at most per kind per retention run: a run never holds the writer long."""
+
+_COPY = "COPY {s}.%s (%s) FROM STDIN" % (TABLE, ", ".join(COLUMNS))  # noqa: UP031
+_BY_AGE = (
+    "DELETE FROM {s}.audit_turns WHERE seq IN (SELECT seq FROM {s}.audit_turns"
+    " WHERE time < now() - make_interval(secs => %s) ORDER BY time LIMIT %s)"
+)
+_BY_ROWS = (
+    "DELETE FROM {s}.audit_turns WHERE seq IN (SELECT seq FROM {s}.audit_turns WHERE seq <="
+    " (SELECT seq FROM {s}.audit_turns ORDER BY seq DESC OFFSET %s LIMIT 1)"
+    " ORDER BY seq LIMIT %s)"
+)
+
+
+class PostgresAuditLog(AuditQueue):
+    """Writes one row per turn to ``{schema}.audit_turns`` from a thread of its own."""
+
+    kind = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str,
+        max_age_s: float,
+        max_rows: int,
+        timeout_s: float,
+        queue_size: int,
+        queue_bytes: int = QUEUE_BYTES,
+        redact: Callable[[str], str] | None = None,
+        on_count: Callable[[str, int], None] | None = None,
+    ) -> None:
+        super().__init__(
+            f"{describe_dsn(dsn)} schema {schema}",
+            ("postgres", dsn, schema),
+            queue_size=queue_size,
+            queue_bytes=queue_bytes,
+            redact=redact,
+            on_count=on_count,
+        )
+        self._dsn = dsn
+        self.schema = schema
+        self.max_age_s = max_age_s
+        self.max_rows = max_rows
+        self.timeout_s = timeout_s
+        self._conn: Connection[Any] | None = None
+        self._retry_at = 0.0
+        self._backoff = 1.0
+        self._retain_at = 0.0  # the first batch retains
+        digest = hashlib.sha256(f"composer:audit-retain:{schema}".encode()).digest()
+        self._retain_lock = int.from_bytes(digest[:8], signed=True)
+
+    def __repr__(self) -> str:
+        return f"<PostgresAuditLog {self.label} written={self.written} failed={self.failed}>"
+
+    def _make(self, snapshot: Snapshot) -> tuple[tuple[Any, ...], int]:
+        line = json_line(snapshot)
+        return row_of(snapshot, line), len(line)
+
+    def _pause(self) -> None:
+        """After a failure, wait for the next try (lines stay queued meanwhile); a close
+        ends the wait."""
+        while not self._closed and (left := self._retry_at - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
+
+    def _write(self, lines: list[Any]) -> None:
+        if self._closed and time.monotonic() < self._retry_at:
+            self._lost("unreachable", len(lines), self.last_error or "the server failed")
+            return
+        try:
+            conn = self._connection()
+            with conn.transaction(), conn.cursor().copy(statement(_COPY, self.schema)) as copy:
+                for row in lines:
+                    copy.write_row(row)
+        except Exception as e:  # psycopg.Error, OSError, a row psycopg could not send
+            self._failed(e, len(lines))
+            return
+        self._written(len(lines))
+        self._backoff = 1.0
+        if time.monotonic() >= self._retain_at:
+            self._retain(conn)
+
+    def _connection(self) -> Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            conn = connect(self._dsn, self.timeout_s)
+            try:
+                create_table(conn, self.schema)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _failed(self, error: Exception, lost: int) -> None:
+        """A batch that did not land: the connection dropped, the next try put off."""
+        self._finish()
+        self._retry_at = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, RETRY_MAX_S)
+        kind = "unreachable" if _unreachable(error) else type(error).__name__
+        message = str(error).strip().splitlines()[0] if str(error).strip() else kind
+        self._lost(kind, lost, message)
+
+    def _retain(self, conn: Connection[Any]) -> None:
+        """Delete rows past the age and the count, ``RETAIN_BATCH`` at most of each."""
+        deleted = 0
+        try:
+            with conn.transaction():
+                row = conn.execute(
+                    "SELECT pg_try_advisory_xact_lock(%s)", (self._retain_lock,)
+                ).fetchone()
+                if row is not None and row[0]:
+                    for text, value in ((_BY_AGE, self.max_age_s), (_BY_ROWS, self.max_rows)):
+                        done = conn.execute(statement(text, self.schema), (value, RETAIN_BATCH))
+                        deleted = max(deleted, done.rowcount)
+        except Exception as e:
+            self._warn("retention", f"audit log {self.label}: retention failed: {e!r}")
+            self._finish()
+        if deleted < RETAIN_BATCH:
+            self._retain_at = time.monotonic() + RETAIN_EVERY_S
+
+    def retain_now(self) -> None:
+        """Run retention at the next batch (a test's or an operator's)."""
+        self._retain_at = 0.0
+
+    def _finish(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+def _unreachable(error: Exception) -> bool:
+    """Whether ``error`` says the server is not there (refused, unknown host, timed out,
+    gone), as opposed to a statement it refused."""
+    try:
+        from psycopg import OperationalError
+    except ImportError:
+        return False
+    return isinstance(error, OperationalError | OSError)

@@ -1,0 +1,252 @@
+"""Audit lines read back from where a sink wrote them: a JSON Lines file or a PostgreSQL table.
+
+``read_turns`` is the one reader (``composer audit list|show|diff`` and the web console go
+through it); ``find_turn`` names one turn by its id or a unique prefix. A location is a file
+path, or a DSN (``postgresql://...`` or ``postgres://...``) with a schema, whose table is the
+one ``runtime.audit.postgres`` writes (``composer.observe.audit_table``). A table is read
+with SQL (the filters, the newest-first order, the limit and the offset are the server's);
+a file is read once, line by line, keeping only the page asked for.
+
+Nothing here writes; a location is only ever shown masked (``shown``: a DSN by its host,
+port and database).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from composer.errors import AuditReadError
+from composer.manifest.dsn import describe_dsn, dsn_secrets
+from composer.manifest.models import redact
+from composer.observe.record import AuditLine, read_lines
+
+__all__ = ["LOOKUP_LIMIT", "TurnPage", "find_turn", "is_dsn", "read_turns", "shown"]
+
+LOOKUP_LIMIT = 50
+"""The turns ``find_turn`` reads that share a prefix (enough to tell one from many)."""
+
+_SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True)
+class TurnPage:
+    """One page of turns, newest first."""
+
+    lines: list[AuditLine]
+    total: int
+    """The turns that match the filters, on every page (``lines`` are ``limit`` of them)."""
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    """``(line number or row seq, problem)`` of each line read that is not an audit line
+    (a torn last line after a crash, another program's text): reported, never guessed at."""
+
+
+def is_dsn(location: str | os.PathLike[str]) -> bool:
+    """Whether ``location`` names a PostgreSQL database rather than a file."""
+    return isinstance(location, str) and location.startswith(_SCHEMES)
+
+
+def shown(location: str | os.PathLike[str]) -> str:
+    """``location`` for a message: a file as given, a DSN as its host, port and database
+    (its password, user and options never)."""
+    return describe_dsn(str(location)) if is_dsn(location) else str(location)
+
+
+def read_turns(
+    location: str | os.PathLike[str],
+    *,
+    schema: str = "composer",
+    limit: int = 20,
+    offset: int = 0,
+    turn: str | None = None,
+    branch: str | None = None,
+    principal: str | None = None,
+    since: _dt.datetime | None = None,
+    until: _dt.datetime | None = None,
+    timeout_s: float = 10.0,
+) -> TurnPage:
+    """The turns of ``location`` that match every filter given, newest first, ``offset`` of
+    them skipped and at most ``limit`` kept, with how many match in all.
+
+    ``location``: a file path, or a DSN (``postgresql://...``) whose ``schema`` holds the
+    table ``audit_turns``. Filters: ``turn``, a prefix of the turn id (the whole id matches
+    itself); ``branch``, the branch id exactly; ``principal``, the principal's name exactly;
+    ``since`` (inclusive) and ``until`` (exclusive), times (naive ones are UTC). A file's
+    newest turns are its last lines; a table's are by time, then by row.
+
+    Raises ``AuditReadError`` (its message names the location masked) for a file that cannot
+    be read, a database that cannot be reached (past ``timeout_s``), a schema without an
+    audit table, or psycopg missing; ``ValueError`` for a negative limit or offset.
+    """
+    if limit < 0 or offset < 0:
+        raise ValueError("limit and offset must be 0 or more")
+    window = (_utc(since), _utc(until))
+    if is_dsn(location):
+        table = _Table(str(location), schema, timeout_s)
+        return _from_table(table, limit, offset, turn, branch, principal, window)
+    return _from_file(Path(location), limit, offset, turn, branch, principal, window)
+
+
+def find_turn(
+    location: str | os.PathLike[str], turn: str | None, *, schema: str = "composer"
+) -> tuple[AuditLine, list[tuple[int, str]]]:
+    """The line of ``turn`` (an id or a unique prefix; None: the newest turn) and the lines
+    read that were not audit lines. Raises ``LookupError`` saying why no single turn
+    matched, ``AuditReadError`` as ``read_turns``."""
+    page = read_turns(location, schema=schema, limit=LOOKUP_LIMIT if turn else 1, turn=turn)
+    if turn is None:
+        if not page.lines:
+            raise LookupError("holds no turn")
+        return page.lines[0], page.skipped
+    exact = [line for line in page.lines if line.turn_id == turn]
+    if len(exact) == 1 or page.total == 1:
+        return (exact or page.lines)[0], page.skipped
+    if not page.total:
+        raise LookupError(f"no turn {turn}")
+    raise LookupError(f"{page.total} turns start with {turn}; give more of the id")
+
+
+Window = tuple[_dt.datetime | None, _dt.datetime | None]
+
+
+def _utc(moment: _dt.datetime | None) -> _dt.datetime | None:
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=_dt.UTC)
+
+
+def _from_file(
+    path: Path,
+    limit: int,
+    offset: int,
+    turn: str | None,
+    branch: str | None,
+    principal: str | None,
+    window: Window,
+) -> TurnPage:
+    kept: deque[AuditLine] = deque(maxlen=limit + offset)
+    skipped: list[tuple[int, str]] = []
+    total = 0
+    try:
+        for number, line in read_lines(path):
+            if isinstance(line, str):
+                skipped.append((number, line))
+            elif _matches(line, turn, branch, principal, window):
+                total += 1
+                kept.append(line)
+    except OSError as e:
+        raise AuditReadError(f"{path}: {e.strerror or e}") from None
+    newest = list(reversed(kept))
+    return TurnPage(newest[offset : offset + limit], total, skipped)
+
+
+def _matches(
+    line: AuditLine, turn: str | None, branch: str | None, principal: str | None, window: Window
+) -> bool:
+    if turn is not None and not (line.turn_id or "").startswith(turn):
+        return False
+    if branch is not None and line.branch.id != branch:
+        return False
+    if principal is not None and line.branch.principal != principal:
+        return False
+    since, until = window
+    if since is None and until is None:
+        return True
+    try:
+        moment = _utc(_dt.datetime.fromisoformat(line.time))
+    except ValueError:
+        return False
+    assert moment is not None
+    return (since is None or moment >= since) and (until is None or moment < until)
+
+
+@dataclass(frozen=True)
+class _Table:
+    dsn: str
+    schema: str
+    timeout_s: float
+
+
+def _from_table(
+    table: _Table,
+    limit: int,
+    offset: int,
+    turn: str | None,
+    branch: str | None,
+    principal: str | None,
+    window: Window,
+) -> TurnPage:
+    from composer.observe.audit_table import INDEXED_CHARS, connect, statement
+
+    where: list[str] = []
+    values: list[Any] = []
+    if turn is not None:
+        where.append("turn_id LIKE %s")
+        values.append(_like_prefix(turn[:INDEXED_CHARS]))
+    for column, value in (("branch_id", branch), ("principal", principal)):
+        if value is not None:
+            where.append(f"{column} = %s")
+            values.append(value[:INDEXED_CHARS])
+    since, until = window
+    if since is not None:
+        where.append("time >= %s")
+        values.append(since)
+    if until is not None:
+        where.append("time < %s")
+        values.append(until)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    dsn, schema, where_shown = table.dsn, table.schema, shown(table.dsn)
+    try:
+        import psycopg
+    except ImportError:
+        raise AuditReadError(
+            f"{where_shown}: reading an audit table needs psycopg: "
+            "pip install 'context-composer[postgres]'"
+        ) from None
+    try:
+        with connect(dsn, table.timeout_s) as conn:
+            rows = conn.execute(
+                statement(
+                    f"SELECT seq, line FROM {{s}}.audit_turns{clause}"
+                    " ORDER BY time DESC, seq DESC LIMIT %s OFFSET %s",
+                    schema,
+                ),
+                [*values, limit, offset],
+            ).fetchall()
+            counted = conn.execute(
+                statement(f"SELECT count(*) FROM {{s}}.audit_turns{clause}", schema), values
+            ).fetchone()
+    except psycopg.errors.UndefinedTable:
+        raise AuditReadError(
+            f"{where_shown}: schema {schema!r} holds no audit table (audit_turns): give the "
+            "schema of runtime.audit.postgres with --schema"
+        ) from None
+    except psycopg.Error as e:
+        problem = redact(str(e).strip().splitlines()[0] if str(e).strip() else "", dsn_secrets(dsn))
+        raise AuditReadError(f"{where_shown}: {problem or type(e).__name__}") from None
+    lines, skipped = _parsed(rows)
+    return TurnPage(lines, counted[0] if counted else len(lines), skipped)
+
+
+def _parsed(rows: list[tuple[Any, ...]]) -> tuple[list[AuditLine], list[tuple[int, str]]]:
+    from pydantic import ValidationError
+
+    lines: list[AuditLine] = []
+    skipped: list[tuple[int, str]] = []
+    for seq, text in rows:
+        try:
+            lines.append(AuditLine.model_validate_json(text))
+        except ValidationError as e:
+            skipped.append((seq, f"not an audit line ({e.error_count()} problems)"))
+    return lines, skipped
+
+
+def _like_prefix(prefix: str) -> str:
+    """``prefix`` as a LIKE pattern matching what starts with it (its ``%``, ``_`` and
+    backslashes taken literally)."""
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"

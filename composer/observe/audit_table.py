@@ -1,0 +1,150 @@
+"""The audit table in PostgreSQL: its DDL, one turn's row, and a connection to it.
+
+One table, ``{schema}.audit_turns``, for every process and replica that writes to the same
+DSN and schema. Each row holds the turn's line exactly as the file sink writes it (``line``,
+text: read back with ``AuditLine``) and, beside it, the columns a reader filters and sorts
+by: ``time`` (the turn's start), ``turn_id``, ``branch_id``, ``branch_name``, ``principal``,
+``manifest`` (its path), ``tokens_used``, ``budget`` and ``bytes`` (the line's size). The
+columns are indexed by time, by branch and time, by principal and time, and by turn id (a
+prefix lookup), and hold at most ``INDEXED_CHARS`` characters (a B-tree entry past about
+2,700 bytes fails the insert, and a branch id is the caller's to choose); the line keeps the
+whole value. Values are masked as in the line (the line's own ``redact``).
+
+psycopg 3 is imported only here and only when a table is used (the ``postgres`` extra); a
+missing extra is an ``ImportError`` saying what to install.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from typing import TYPE_CHECKING, Any
+
+from composer.observe.record import Snapshot
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg.sql import Composed
+
+__all__ = [
+    "COLUMNS",
+    "INDEXED_CHARS",
+    "TABLE",
+    "connect",
+    "create_table",
+    "row_of",
+    "statement",
+]
+
+TABLE = "audit_turns"
+
+INDEXED_CHARS = 256
+"""The longest value of an indexed column; the line holds the whole value."""
+
+COLUMNS = (
+    "time",
+    "turn_id",
+    "branch_id",
+    "branch_name",
+    "principal",
+    "manifest",
+    "tokens_used",
+    "budget",
+    "bytes",
+    "line",
+)
+
+_DDL = (
+    "CREATE SCHEMA IF NOT EXISTS {s}",
+    """CREATE TABLE IF NOT EXISTS {s}.audit_turns (
+        seq bigserial PRIMARY KEY,
+        time timestamptz NOT NULL,
+        turn_id text,
+        branch_id text NOT NULL,
+        branch_name text,
+        principal text,
+        manifest text,
+        tokens_used integer NOT NULL,
+        budget integer,
+        bytes integer NOT NULL,
+        line text NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS audit_turns_time ON {s}.audit_turns (time, seq)",
+    "CREATE INDEX IF NOT EXISTS audit_turns_branch ON {s}.audit_turns (branch_id, time)",
+    "CREATE INDEX IF NOT EXISTS audit_turns_principal ON {s}.audit_turns (principal, time)",
+    "CREATE INDEX IF NOT EXISTS audit_turns_turn ON {s}.audit_turns (turn_id text_pattern_ops)",
+)
+
+_CREATE_LOCK = 0x636F6D706F736572  # "composer": one creator at a time, whatever the schema
+
+
+def statement(text: str, schema: str) -> Composed:
+    """``text`` with ``{s}`` as the quoted schema."""
+    from psycopg import sql
+
+    return sql.SQL(text).format(s=sql.Identifier(schema))
+
+
+def connect(dsn: str, timeout_s: float) -> Connection[Any]:
+    """A connection in autocommit whose connecting, statements and unanswered sends each give
+    up after about ``timeout_s`` (a server that stops answering never holds the caller)."""
+    try:
+        import psycopg
+    except ImportError:
+        raise ImportError(
+            "an audit table needs psycopg: pip install 'context-composer[postgres]'"
+        ) from None
+    ms = max(1, int(timeout_s * 1000))
+    conn = psycopg.connect(
+        dsn,
+        autocommit=True,
+        connect_timeout=max(2, math.ceil(timeout_s)),  # libpq's least is 2 seconds
+        tcp_user_timeout=ms,
+        keepalives=1,
+        keepalives_idle=max(1, math.ceil(timeout_s)),
+    )
+    try:
+        conn.execute(f"SET statement_timeout = {ms}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def create_table(conn: Connection[Any], schema: str) -> None:
+    """The schema, table and indexes, made once whatever number of writers start at once."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
+        for text in _DDL:
+            conn.execute(statement(text, schema))
+
+
+def row_of(turn: Snapshot, line: bytes) -> tuple[Any, ...]:
+    """The row of one turn whose line is ``line``, in ``COLUMNS``' order (names masked)."""
+    mask = turn.context.redact
+    name = turn.branch_name
+    return (
+        _dt.datetime.fromtimestamp(turn.time, _dt.UTC),
+        _indexed(turn.turn_id),
+        _indexed(mask(turn.branch_id)),
+        None if name is None else _indexed(mask(str(name))),
+        _indexed(turn.principal),
+        _clean(turn.context.manifest.get("path"), None),
+        turn.tokens_used,
+        turn.budget,
+        len(line),
+        line.decode("ascii"),
+    )
+
+
+def _indexed(value: str | None) -> str | None:
+    return _clean(value, INDEXED_CHARS)
+
+
+def _clean(value: str | None, limit: int | None) -> str | None:
+    """``value`` as a column holds it: at most ``limit`` characters, without NUL (which text
+    refuses), valid UTF-8 (a lone surrogate would fail the whole batch)."""
+    if value is None:
+        return None
+    text = value[:limit].replace("\0", "\ufffd")
+    return text.encode("utf-8", "replace").decode("utf-8")
