@@ -110,8 +110,17 @@ def test_two_workers_on_one_socket_count_one_branch_in_one_place(
 ) -> None:
     with redis_prefix_of(redis_url) as word:
         server = start_serve(
-            [str(manifest(tmp_path)), "--workers", "2", "--state", redis_url]
-            + ["--state-schema", word, "--rate-limit", "0"]
+            [
+                str(manifest(tmp_path)),
+                "--workers",
+                "2",
+                "--state",
+                redis_url,
+                "--state-schema",
+                word,
+                "--rate-limit",
+                "0",
+            ]
         )
         workers = children(server.process.pid)
         try:
@@ -136,8 +145,15 @@ def test_two_workers_on_one_socket_count_one_branch_in_one_place(
 def test_a_worker_that_dies_stops_the_server_with_a_failure(tmp_path: Path, redis_url: str) -> None:
     with redis_prefix_of(redis_url) as word:
         server = start_serve(
-            [str(manifest(tmp_path)), "--workers", "2", "--state", redis_url]
-            + ["--state-schema", word]
+            [
+                str(manifest(tmp_path)),
+                "--workers",
+                "2",
+                "--state",
+                redis_url,
+                "--state-schema",
+                word,
+            ]
         )
         workers = children(server.process.pid)
         os.kill(workers[0], signal.SIGKILL)
