@@ -5,6 +5,9 @@ created on first use under an advisory lock (replicas start together). A turn is
 one statement (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``), so two replicas counting
 the same branch at once get two numbers; a record idle past its TTL counts as gone (a new
 epoch) before the sweep removes it. Times are the database's own clock, never a replica's.
+Connections are not checked when taken from the pool (that would be a third round trip per
+turn): after the database restarts, the request that meets a dead connection answers 503
+and the pool replaces it.
 psycopg 3 and its pool come from the ``postgres`` extra, imported on first use.
 """
 
@@ -102,6 +105,7 @@ class PostgresState(SharedState):
         # A pool belongs to the event loop it was opened in (one per worker process).
         self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
         self._created = False
+        self._composed: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"PostgresState({self.describe()!r})"
@@ -192,9 +196,14 @@ class PostgresState(SharedState):
             return await cursor.fetchone() if returns else None
 
     def _sql(self, statement: str) -> Any:
-        from psycopg import sql
+        """``statement`` with this store's schema, composed once (a turn runs two)."""
+        composed = self._composed.get(statement)
+        if composed is None:
+            from psycopg import sql
 
-        return sql.SQL(statement).format(s=sql.Identifier(self.schema))
+            composed = sql.SQL(statement).format(s=sql.Identifier(self.schema))
+            self._composed[statement] = composed
+        return composed
 
     async def _pool(self) -> AsyncConnectionPool[Any]:
         loop = asyncio.get_running_loop()
@@ -213,7 +222,6 @@ class PostgresState(SharedState):
                 max_size=self.pool_size,
                 open=False,
                 timeout=self.timeout_s,
-                check=AsyncConnectionPool.check_connection,
                 kwargs={"autocommit": True, "connect_timeout": max(1, round(self.timeout_s))},
                 name=f"composer-state-{self.schema}",
             )
