@@ -25,43 +25,26 @@ import argparse
 import asyncio
 import os
 import signal
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
 import httpx
-from bench_serve import BRANCHES, CONCURRENCY, SYSTEM, cpu_s, drive, percentile, requests
+from bench_serve import (
+    BRANCHES,
+    CONCURRENCY,
+    SYSTEM,
+    cpu_s,
+    drive,
+    percentile,
+    requests,
+    start_server,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 POSTGRES = os.environ.get(
     "COMPOSER_BENCH_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
 )
 REDIS = os.environ.get("COMPOSER_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-def start(extra: list[str]) -> tuple[subprocess.Popen[str], str]:
-    """``composer serve configs --env dev EXTRA`` once ready; the process and its URL."""
-    command = [sys.executable, "-m", "composer", "serve", str(REPO / "configs"), "--env", "dev"]
-    command += ["--port", "0", "--rate-limit", "0", *extra]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on " not in line:
-        process.kill()
-        raise RuntimeError(f"composer serve did not start: {line!r}")
-    url = line.split("listening on ", 1)[1].split()[0]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz").status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("composer serve did not become ready")
 
 
 def processes(pid: int) -> list[int]:
@@ -95,7 +78,7 @@ async def load(turns: list[tuple[str, str]], url: str, pids: list[int]) -> dict[
 
 
 def run(turns: list[tuple[str, str]], extra: list[str]) -> dict[str, float]:
-    process, url = start(extra)
+    process, url = start_server(extra)
     try:
         return asyncio.run(load(turns, url, processes(process.pid)))
     finally:
