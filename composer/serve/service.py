@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -52,6 +53,9 @@ __all__ = ["ContextService", "mask_strings"]
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+STATE_CHECK_S = 1.0
+"""How long readiness trusts its last look at the state store."""
 
 
 class _ServedBranch(Branch):
@@ -90,6 +94,7 @@ class ContextService:
         self.warm_up_failures: dict[str, str] = {}
         self.state: StateStore = state or ProcessState(max(100_000, 10 * max_branches))
         self.state_error: str | None = None
+        self._state_checked = -STATE_CHECK_S
 
     def _new_branch(self, key: str) -> BranchEntry:
         branch = _ServedBranch(None)
@@ -130,7 +135,12 @@ class ContextService:
             await asyncio.sleep(seconds)
 
     async def check_state(self) -> None:
-        """Ask the state store whether it answers, for readiness (``state_error``)."""
+        """Ask the state store whether it answers, for readiness (``state_error``); at most
+        once a second, so that probes (open to anyone) never load the store."""
+        now = time.monotonic()
+        if not self.state.shared or now - self._state_checked < STATE_CHECK_S:
+            return
+        self._state_checked = now
         try:
             await self.state.check()
         except Exception as e:
@@ -207,7 +217,7 @@ class ContextService:
         stated = request.branch
         key = _key(principal, branch_id)
         record = None
-        if stated is None and key not in self.branches and self.state.shared:
+        if stated is None and self.state.shared:  # its last turn may be another replica's
             record = await self._stated(self.state.recall(principal.name, branch_id))
         if stated is None and key not in self.branches and record is None:
             raise RequestRefused(
@@ -222,7 +232,7 @@ class ContextService:
             if stated is not None:
                 branch.name = stated.name
                 branch.metadata = metadata or {}
-            elif record is not None:  # its last turn was served by another replica
+            elif record is not None:  # as its last turn left it, on whichever replica
                 branch.name = record.name
                 branch.metadata = bind(principal, record.metadata)
             current = await self._stated(self.state.current(principal.name, branch_id))

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from memory.services import postgres_schema, redis_prefix_of
 from memory.stores_fixtures import postgres_dsn, redis_url
 
+from builtin_providers.stores import SqliteMemoryStore
+from composer import load_manifest
 from composer.errors import ServeError
+from composer.serve.models import TurnRequest, WritebackRequest
+from composer.serve.service import ContextService
 from composer.serve.state import NO_TURN, StateStore, mask_url, open_state
+from composer.serve.state_postgres import PostgresState
 
 
 @pytest.fixture
@@ -120,3 +126,71 @@ def test_a_store_it_cannot_use_is_refused_by_name() -> None:
         open_state("mysql://u:pw@h/db")
     with pytest.raises(ServeError, match="lower-case SQL identifier"):
         open_state("postgresql://h/db", schema='x"; DROP TABLE y; --')
+
+
+def served_manifest(folder: Path) -> Path:
+    """A manifest whose memory is split by the branch's name: where a writeback lands says
+    which name the server gave its branch."""
+    path = folder / "m.yaml"
+    path.write_text(
+        "version: 1\n"
+        "providers:\n"
+        "  - name: notes\n"
+        "    type: memory\n"
+        "    source: {sqlite: notes.sqlite}\n"
+        '    namespace: "{{ branch.name }}"\n'
+        '    query: {text: "{{ instruction.text }}"}\n'
+        "    writeback: true\n"
+    )
+    return path
+
+
+async def test_a_writeback_follows_the_last_turn_whichever_replica_served_it(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """Replica one keeps the branch as its own turn left it; a later turn on replica two
+    renamed it; a writeback on replica one without ``branch`` is the later turn's."""
+    path = served_manifest(tmp_path)
+    with postgres_schema(postgres_dsn) as schema:
+        one = ContextService(load_manifest(path), state=open_state(postgres_dsn, schema=schema))
+        two = ContextService(load_manifest(path), state=open_state(postgres_dsn, schema=schema))
+        async with one, two:
+            await one.turn(TurnRequest.model_validate(turn_of("first")))
+            await two.turn(TurnRequest.model_validate(turn_of("second")))
+            request = WritebackRequest(action_responses=["the result"])
+            status, answer = await one.writeback("inc-1", request)
+            assert (status, answer["stored"]) == (200, 1)
+            retried = await two.writeback("inc-1", request)
+            assert retried[1]["stored"] == 0  # the same turn, on the other replica
+        items = SqliteMemoryStore(tmp_path / "notes.sqlite")
+        try:
+            assert [item.namespace for item in await items.export()] == ["second"]
+        finally:
+            await items.aclose()
+
+
+def turn_of(name: str) -> dict[str, object]:
+    return {"branch": {"id": "inc-1", "name": name}, "system": "S\n", "instruction": {"text": "x"}}
+
+
+async def test_readiness_asks_a_shared_store_at_most_once_a_second(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """``/readyz`` is open to anyone: a flood of probes is one question to the store."""
+
+    class Counted(PostgresState):
+        checks = 0
+
+        async def check(self) -> None:
+            Counted.checks += 1
+            await super().check()
+
+    with postgres_schema(postgres_dsn) as schema:
+        service = ContextService(
+            load_manifest(served_manifest(tmp_path)), state=Counted(postgres_dsn, schema=schema)
+        )
+        async with service:
+            for _ in range(200):
+                await service.check_state()
+                assert service.readiness().state is not None
+        assert Counted.checks == 1
