@@ -27,12 +27,10 @@ is not found. Records are bounded as the process's counts are: each expires afte
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from composer.errors import ServeError
 from composer.serve.branches import TurnCounter
 
 __all__ = [
@@ -44,7 +42,6 @@ __all__ = [
     "TurnSlot",
     "cut",
     "mask_url",
-    "open_state",
     "report_summary",
 ]
 
@@ -53,9 +50,6 @@ NO_TURN = "-:0"
 
 MAX_TEXT = 1 << 20
 """Characters of a branch's last composed text kept in a shared store (more: cut, marked)."""
-
-SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-"""A PostgreSQL schema name (or Redis key prefix word) the server will use."""
 
 
 @dataclass(frozen=True)
@@ -199,37 +193,6 @@ class SharedState:
     async def current(self, principal: str, branch_id: str) -> str:
         record = await self.recall(principal, branch_id)
         return record.current if record is not None else NO_TURN
-
-
-def open_state(
-    url: str | None,
-    *,
-    schema: str = "composer_state",
-    max_records: int = 100_000,
-    ttl_s: float = 36_000.0,
-) -> StateStore:
-    """The store ``--state URL`` names (``postgresql://``, ``redis://``/``rediss://``), or the
-    process's own without one. ``schema`` is the PostgreSQL schema, or the Redis key prefix's
-    word. The clients are imported when the store is first used."""
-    if url is None:
-        return ProcessState(max_records)
-    if not SCHEMA.fullmatch(schema):
-        raise ServeError(
-            f"--state-schema {schema!r}: use a lower-case SQL identifier (letters, digits, _)"
-        )
-    scheme = url.partition("://")[0].lower()
-    if scheme in ("postgresql", "postgres"):
-        from composer.serve.state_postgres import PostgresState
-
-        return PostgresState(url, schema=schema, max_records=max_records, ttl_s=ttl_s)
-    if scheme in ("redis", "rediss", "unix"):
-        from composer.serve.state_redis import RedisState
-
-        return RedisState(url, prefix=schema, max_records=max_records, ttl_s=ttl_s)
-    raise ServeError(
-        f"--state {mask_url(url)!r}: give a postgresql:// or redis:// URL (or nothing, for "
-        "state kept in the process)"
-    )
 
 
 def mask_url(url: str) -> str:

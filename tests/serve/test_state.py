@@ -16,7 +16,8 @@ from composer import load_manifest
 from composer.errors import ServeError
 from composer.serve.models import TurnRequest, WritebackRequest
 from composer.serve.service import ContextService
-from composer.serve.state import NO_TURN, StateStore, mask_url, open_state
+from composer.serve.state import NO_TURN, StateStore, mask_url
+from composer.serve.state_open import open_state
 from composer.serve.state_postgres import PostgresState
 
 
