@@ -42,7 +42,7 @@ TURNS = 9
 MANIFEST = """\
 version: 1
 runtime:
-  cache: {{redis: {{url: "{redis}", prefix: "{word}:cache:"}}}}
+  cache: {{redis: {{url: "{redis}", prefix: "{word}:cache:", timeout_s: 10}}}}
   audit: {{postgres: {{dsn: "{dsn}", schema: {schema}}}}}
 providers:
   - name: policy
