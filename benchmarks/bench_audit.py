@@ -1,9 +1,11 @@
 """What the audit log costs a turn: the same turns with ``runtime.audit`` off and on, one process.
 
-Run from the repository root:  .venv/bin/python benchmarks/bench_audit.py [--quick]
+Run from the repository root:  .venv/bin/python benchmarks/bench_audit.py [--quick] [--postgres DSN]
 
 Two manifests, each in three variants that differ only in their ``runtime`` section: no audit
-(the baseline), ``audit: {path: ...}``, and ``audit: {path: ..., keep_text: true}``.
+(the baseline), ``audit: {path: ...}``, and ``audit: {path: ..., keep_text: true}``; with
+``--postgres DSN``, a fourth, ``audit: {postgres: {dsn: DSN, schema: ...}}`` (a schema of its
+own, dropped afterwards).
 
 1. The bundled dev environment (``configs/dev.yaml``: static, file_corpus, memory), copied to a
    temporary folder.
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import shutil
 import statistics
 import sys
@@ -167,8 +171,24 @@ def report(title: str, figures: dict[str, tuple[float, float, float]]) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer turns (a smoke run)")
+    parser.add_argument("--postgres", metavar="DSN", help="also audit to a table of this server")
     args = parser.parse_args()
     turns, rounds = (100, 3) if args.quick else (400, 10)
+    schema = f"bench_audit_{os.getpid()}"
+    if args.postgres:
+        table = f"{{dsn: {json.dumps(args.postgres)}, schema: {schema}}}"
+        VARIANTS["audit to postgres"] = f"runtime: {{audit: {{postgres: {table}}}}}\n"
+    try:
+        await run(turns, rounds)
+    finally:
+        if args.postgres:
+            import psycopg
+
+            with psycopg.connect(args.postgres, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+async def run(turns: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         report(

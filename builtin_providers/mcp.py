@@ -206,8 +206,13 @@ class McpConfig(ProviderConfig):
         return self
 
     def check(self) -> list[Problem]:
-        """``server.command`` is a program this machine can run (on the PATH the server will
-        get, or a path from its ``cwd``), and ``server.cwd`` is a folder."""
+        """The MCP SDK is installed (the ``mcp`` extra), ``server.command`` is a program this
+        machine can run (on the PATH the server will get, or a path from its ``cwd``), and
+        ``server.cwd`` is a folder. Nothing is started."""
+        problems = Problem.unless_installed(("type",), "mcp", "mcp", "mcp_types")
+        return problems + self._command_problems()
+
+    def _command_problems(self) -> list[Problem]:
         server = self.server
         if server.command is None:
             return []

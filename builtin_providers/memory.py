@@ -22,6 +22,7 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -215,7 +216,8 @@ class MemoryConfig(ProviderConfig):
     def check(self) -> list[Problem]:
         """The files the source names: a JSONL file must exist unless writeback may create
         it, a SQLite file's folder must exist (the file is made on first use), a seed must
-        exist; none of them may be a folder."""
+        exist and every line of it be an item; none of them may be a folder. PostgreSQL
+        needs its extra installed."""
         source = self.source
         problems: list[Problem] = []
         if isinstance(source, JsonlSource):
@@ -237,9 +239,13 @@ class MemoryConfig(ProviderConfig):
             elif not source.sqlite.parent.is_dir():
                 message = f"no such folder for the database: {source.sqlite.parent}"
                 problems.append(Problem(("source", "sqlite"), message))
+        if isinstance(source, PostgresSource):
+            problems += Problem.unless_installed(
+                ("source", "postgres"), "postgres", "psycopg", "psycopg_pool"
+            )
         seed = source.seed if isinstance(source, SqliteSource | PostgresSource) else None
-        if seed is not None and not seed.is_file():
-            problems.append(Problem(("source", "seed"), f"no such file: {seed}"))
+        if seed is not None:
+            problems += _seed_problems(seed)
         return problems
 
     def partition(self) -> str | None:
@@ -301,6 +307,31 @@ def _content(response: Any) -> Any:
     if isinstance(response, Mapping):
         return dict(response)
     return response if isinstance(response, (str, int, float, bool, list)) else str(response)
+
+
+_SHOWN_BROKEN_LINES = 10
+"""Broken seed lines reported one by one; past them, one problem counts the rest."""
+
+
+def _seed_problems(seed: Path) -> list[Problem]:
+    """A seed that is missing, or each line of it that the import would skip (it skips them
+    with a warning alone, so a typo loses an item unnoticed), named ``file:line``."""
+    if not seed.is_file():
+        return [Problem(("source", "seed"), f"no such file: {seed}")]
+    try:
+        broken = JsonlMemoryStore(seed).broken_lines()
+    except StoreError as e:
+        return [Problem(("source", "seed"), str(e))]
+    except OSError as e:
+        return [Problem(("source", "seed"), f"{seed}: {e.strerror or e}")]
+    problems = [
+        Problem(("source", "seed"), f"{seed}:{number}: {why}; the line would be skipped")
+        for number, why in broken[:_SHOWN_BROKEN_LINES]
+    ]
+    if len(broken) > _SHOWN_BROKEN_LINES:
+        more = len(broken) - _SHOWN_BROKEN_LINES
+        problems.append(Problem(("source", "seed"), f"{seed}: {more} more broken line(s)"))
+    return problems
 
 
 class MemoryProvider(Provider[MemoryConfig]):

@@ -20,8 +20,9 @@ shutdown (``require_coroutines``):
   depends on the turn (None when it does), so the engine need not call it each time.
 
 Three hooks belong to a provider's *config* instead: ``Check``, ``check() -> list[Problem]``,
-what the config names that this machine does not have (a missing folder or file), which
-``composer validate`` reports at the field's line without building the provider;
+what the config names that this machine does not have (a missing folder or file, an extra
+not installed: ``Problem.unless_installed``), which ``composer validate`` reports at the
+field's line without building the provider;
 ``Secrets``, ``secrets() -> list[str]``, values the config holds that are secrets even when
 written literally (a DSN's password), which the loader adds to what ``Manifest.redact`` masks;
 and ``Partitioned``, ``partition() -> str | None``, the template that splits data several
@@ -31,7 +32,9 @@ authentication binds.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -108,6 +111,34 @@ class Problem:
     field: tuple[str | int, ...]
     message: str
     error: bool = True
+
+    @classmethod
+    def unless_installed(
+        cls,
+        field: tuple[str | int, ...],
+        extra: str,
+        *modules: str,
+        distribution: str = "context-composer",
+        error: bool = True,
+    ) -> list[Problem]:
+        """No problem when every one of ``modules`` can be imported, else one naming those
+        missing and the pip command of the ``extra`` that brings them. Looked up, not imported
+        (a dotted name imports its parents), so that ``validate`` stays fast."""
+        absent = [name for name in modules if not _importable(name)]
+        if not absent:
+            return []
+        needs = ", ".join(absent)
+        command = f"pip install '{distribution}[{extra}]'"
+        return [cls(field, f"needs {needs} (the {extra} extra), not installed: {command}", error)]
+
+
+def _importable(name: str) -> bool:
+    """Whether ``import name`` would find the module (a ``None`` in ``sys.modules``, the way
+    an import is blocked, finds nothing)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # ValueError: loaded, with no spec (``__main__``)
+        return name in sys.modules and sys.modules[name] is not None
 
 
 @runtime_checkable

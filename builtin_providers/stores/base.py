@@ -5,7 +5,10 @@ without importing LionAGI; ``MemoryQuery`` and ``MemoryItem`` carry its field na
 what composer's own stores add: ``namespace`` (tenants and teams never see each other's
 items), ``match`` and ``min_score`` on a query, ``score`` and ``expires_at`` on an item.
 ``ItemStore`` is the larger contract of composer's stores (JSONL, SQLite, PostgreSQL): an
-idempotent batch ``add`` with a cap, ``export`` and ``counts`` for ``composer memory``.
+idempotent batch ``add`` with a cap, ``export``, ``counts`` and ``exists`` for ``composer
+memory``. Every store keeps, besides the fields, whether an item is an agent's writeback
+(``written_back``: what a cap evicts) and when it was first stored (``created_at``), so an
+item moved from one store to another is the same item.
 
 Ids are strings, kept as written: a record whose ``id`` is ``"m1"`` is ``"m1"`` in every
 store and in templates. An item is unique per ``(namespace, id)``; adding one whose id is
@@ -22,6 +25,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
@@ -38,9 +42,11 @@ __all__ = [
     "body_of",
     "canonical",
     "chunks",
+    "created_now",
     "digest_of",
     "full_text",
     "item_from_record",
+    "item_from_row",
     "item_id",
     "line_id",
     "live",
@@ -121,7 +127,10 @@ class MemoryItem:
     """One stored record, with LionAGI ``MemoryItem``'s fields and where it lives.
 
     ``score`` is the relevance a full-text search gave it (None otherwise); it takes no part
-    in equality. ``expires_at`` (epoch seconds) hides the item once passed.
+    in equality. ``expires_at`` (epoch seconds) hides the item once passed. ``written_back``
+    marks an agent's writeback, the kind a cap evicts. ``created_at`` (epoch seconds, to the
+    microsecond) is when a store first stored it, set by the store when None; it takes no
+    part in equality (the same item stored twice is the same item).
     """
 
     content: Any = None
@@ -131,6 +140,8 @@ class MemoryItem:
     namespace: str = ""
     expires_at: float | None = None
     score: float | None = field(default=None, compare=False)
+    written_back: bool = False
+    created_at: float | None = field(default=None, compare=False)
 
 
 @runtime_checkable
@@ -159,19 +170,28 @@ class ItemStore(Protocol):
     ) -> int:
         """Store the items whose ``(namespace, id)`` is new; returns how many were new.
 
-        ``written_back`` marks them as an agent's writeback; ``cap`` then keeps at most that
-        many written-back items per namespace, the oldest going first. A batch is written in
-        runs (``chunks``), each one transaction: one that fails part-way keeps the runs before
-        the failure, and retried stores only the rest.
+        ``written_back`` marks them all as an agent's writeback (an item whose own
+        ``written_back`` is set is marked anyway); ``cap`` then keeps at most that many
+        written-back items per namespace, the oldest going first. Each item keeps its
+        ``created_at`` (now when None). A batch is written in runs (``chunks``), each one
+        transaction: one that fails part-way keeps the runs before the failure, and retried
+        stores only the rest.
         """
         ...
 
     async def export(self, namespace: str | None = None) -> list[MemoryItem]:
-        """Every live item in insertion order (all namespaces when ``namespace`` is None)."""
+        """Every live item in insertion order (all namespaces when ``namespace`` is None),
+        with ``written_back`` and ``created_at``. A record that cannot be read fails the
+        export (``StoreError`` naming it) rather than being left out."""
         ...
 
     async def counts(self) -> dict[str, int]:
         """Live items per namespace."""
+        ...
+
+    async def exists(self) -> bool:
+        """Whether the store is there to be read (its file; its schema and tables), found
+        without creating anything: reading a store that is not there would create it."""
         ...
 
     async def aclose(self) -> None: ...
@@ -192,6 +212,12 @@ def writeback_id(branch_id: str, turn: str, content: Any) -> str:
 def canonical(value: Any) -> str:
     """``value`` as canonical JSON: how metadata filters compare values in the SQL stores."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def created_now() -> float:
+    """Now, as a store records ``created_at``: epoch seconds to the microsecond, which is what
+    PostgreSQL keeps, so the time reads the same from every store."""
+    return round(time.time(), 6)
 
 
 def body_of(content: Any) -> str:
@@ -262,7 +288,8 @@ def query_words(text: str | None) -> list[str]:
 
 def record_of(item: Any) -> dict[str, Any]:
     """The JSON object of one item (a MemoryItem, LionAGI's, or a mapping): what a JSONL line
-    and ``composer memory export`` hold. ``namespace`` and ``expires_at`` only when set."""
+    and ``composer memory export`` hold. ``namespace``, ``expires_at``, ``written_back`` and
+    ``created_at`` only when set."""
     get = (
         item.get
         if isinstance(item, Mapping)
@@ -281,6 +308,13 @@ def record_of(item: Any) -> dict[str, Any]:
     expires = get("expires_at", None)
     if expires is not None:
         record["expires_at"] = float(expires)
+    if get("written_back", False) is True:
+        record["written_back"] = True
+    created = get("created_at", None)
+    if isinstance(created, datetime):  # another library's item may keep a datetime
+        created = created.timestamp()
+    if isinstance(created, int | float) and not isinstance(created, bool):
+        record["created_at"] = float(created)
     return record
 
 
@@ -303,9 +337,11 @@ def item_from_record(record: Any, fallback_id: str) -> MemoryItem:
     namespace = record.get("namespace") or ""
     if not isinstance(namespace, str):
         raise ValueError("'namespace' is not a string")
-    expires = record.get("expires_at")
-    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int | float)):
-        raise ValueError("'expires_at' is not a number")
+    expires = _number(record, "expires_at")
+    created = _number(record, "created_at")
+    written_back = record.get("written_back", False)
+    if not isinstance(written_back, bool):
+        raise ValueError("'written_back' is not true or false")
     raw_id = record.get("id")
     identity = item_id(raw_id) if raw_id is not None else fallback_id
     return MemoryItem(
@@ -314,7 +350,37 @@ def item_from_record(record: Any, fallback_id: str) -> MemoryItem:
         dict(metadata),
         identity,
         namespace,
-        None if expires is None else float(expires),
+        expires,
+        written_back=written_back,
+        created_at=created,
+    )
+
+
+def _number(record: dict[str, Any], name: str) -> float | None:
+    """The optional number ``record[name]`` as a float; ValueError when it is another thing."""
+    value = record.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name!r} is not a number")
+    return float(value)
+
+
+def item_from_row(row: Sequence[Any]) -> MemoryItem:
+    """An item from a SQL store's row: id, content (JSON text), tags and metadata (JSON text,
+    or already decoded by the driver), namespace, expires_at, written_back, created_at and
+    score, in that order."""
+    item, content, tags, metadata, namespace, expires_at, written_back, created_at, score = row
+    return MemoryItem(
+        json.loads(content),
+        json.loads(tags) if isinstance(tags, str) else list(tags),
+        json.loads(metadata) if isinstance(metadata, str) else dict(metadata),
+        str(item),
+        str(namespace),
+        expires_at,
+        None if score is None else float(score),
+        bool(written_back),
+        None if created_at is None else float(created_at),
     )
 
 

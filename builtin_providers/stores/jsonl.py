@@ -1,16 +1,18 @@
 """A memory store in a JSONL file: one JSON object per line, appended, never rewritten.
 
 Kept for compatibility and for a file a person edits by hand; SQLite is the embedded default.
-Each line is ``content``, optional ``tags``, ``metadata``, ``id``, ``namespace`` and
-``expires_at``; a line's ``id`` is kept as written (a line without one gets an id derived from
-the line). Search is LionAGI ``InMemoryStore``'s: case-insensitive substring of
+Each line is ``content``, optional ``tags``, ``metadata``, ``id``, ``namespace``,
+``expires_at``, ``written_back`` and ``created_at`` (the store writes the last two: an agent's
+writeback is marked, and every line it appends is stamped); a line's ``id`` is kept as written
+(a line without one gets an id derived from the line). Search is LionAGI ``InMemoryStore``'s: case-insensitive substring of
 ``str(content)``, any-of on tags, equality on metadata filters, file order, stopping at
 ``limit``. Lower-cased text, tags (and an index by tag) are computed once, when a line is
 parsed; a file grown by an append is read from where it was, anything else (smaller,
 replaced, rewritten before its end) is read again whole.
 
-Hardening: a bad or truncated line is skipped with a warning, and so is one nested deeper
-than ``MAX_DEPTH``; the file is opened with ``O_NOFOLLOW`` and must be a regular file (a
+Hardening: a bad or truncated line is skipped with a warning (the first ``MAX_WARNINGS``),
+and so is one nested deeper than ``MAX_DEPTH`` (``export``, which must leave nothing out, fails on the first instead,
+naming its line); the file is opened with ``O_NOFOLLOW`` and must be a regular file (a
 ``memory.jsonl`` replaced by a symlink is refused, never read or appended to); the whole file
 is capped at ``max_bytes``; a file the store creates is 0600, whatever the umask. An append
 is one ``write()`` on an ``O_APPEND`` descriptor under an exclusive ``flock``, after reading
@@ -42,6 +44,7 @@ from builtin_providers.stores.base import (
     as_query,
     body_of,
     chunks,
+    created_now,
     item_from_record,
     line_id,
     live,
@@ -55,7 +58,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: appends are still single writes
     fcntl = None
 
-__all__ = ["DEFAULT_MAX_BYTES", "MAX_DEPTH", "JsonlMemoryStore", "parse_line"]
+__all__ = ["DEFAULT_MAX_BYTES", "MAX_DEPTH", "MAX_WARNINGS", "JsonlMemoryStore", "parse_line"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +72,10 @@ MAX_DEPTH = 100
 """Deepest nesting of lists and objects a line may have (deeper lines are skipped)."""
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+MAX_WARNINGS = 20
+"""Skipped lines logged one by one per reading of a file; then one line says more were
+skipped: a hostile file of a million bad lines is not a million lines of log."""
 
 _GUARD = 64  # bytes before the read position that must be unchanged for a tail-only read
 
@@ -105,6 +112,8 @@ def parse_line(line: bytes) -> MemoryItem:
     """One JSONL line as an item; ValueError (or UnicodeDecodeError) says what is wrong."""
     try:
         record = json.loads(line)
+    except json.JSONDecodeError as e:  # its own "line 1" would be the wrong line's number
+        raise ValueError(f"not JSON: {e.msg} (column {e.colno})") from None
     except RecursionError:  # the C parser gives up at the interpreter's recursion limit
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
     # Only a line with more openers than the limit can be too deep: count before walking.
@@ -128,6 +137,10 @@ class _Parsed:
     by_tag: dict[str, list[int]] = field(default_factory=dict)
     by_id: dict[tuple[str, str], int] = field(default_factory=dict)
     tail: MemoryItem | None = None  # a last line with no newline yet: shown, not committed
+    bad: tuple[str, str] | None = None  # the first line skipped as unreadable: where, why
+    bad_lines: int = 0
+    bad_tail: tuple[str, str] | None = None  # the last line, when it is unreadable
+    warned: int = 0  # lines skipped so far, logged or not
 
     def add(self, item: MemoryItem) -> bool:
         key = (item.namespace, item.id)
@@ -155,6 +168,7 @@ class JsonlMemoryStore:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._parsed = _Parsed()
+        self._broken: list[tuple[int, str]] | None = None  # skipped lines, kept, not logged
 
     def __repr__(self) -> str:
         return f"JsonlMemoryStore({str(self.path)!r})"
@@ -164,7 +178,7 @@ class JsonlMemoryStore:
     async def store(self, item: Any) -> str:
         """Append ``item`` (a MemoryItem, LionAGI's, or a mapping) as one line; its id."""
         record = record_of(item)
-        await self._io(self._append, [record])
+        await self._io(self._append, [record], False)
         return str(record["id"])
 
     async def add(
@@ -174,7 +188,7 @@ class JsonlMemoryStore:
             raise StoreError(f"memory file {self.path}: a JSONL store cannot cap its items")
         new = 0
         for run in chunks(items):  # the lock is free, and the loop runs, between runs
-            new += await self._io(self._append, run)
+            new += await self._io(self._append, run, written_back)
         return new
 
     async def retrieve(self, item_id_: Any, namespace: str = "") -> MemoryItem | None:
@@ -198,7 +212,18 @@ class JsonlMemoryStore:
         return await self._io(self._search, as_query(query))
 
     async def export(self, namespace: str | None = None) -> list[MemoryItem]:
+        """Every live item, or StoreError naming the first unreadable line (and how many
+        there are): an export or import that left lines out would pass for complete."""
+
         def every() -> list[MemoryItem]:
+            parsed = self._read()
+            bad = parsed.bad or parsed.bad_tail
+            if bad is not None:
+                more = parsed.bad_lines + (parsed.bad_tail is not None) - 1
+                others = f" (and {more} more unreadable lines)" if more else ""
+                raise StoreError(
+                    f"memory file {self.path}, {bad[0]}: {bad[1]}{others}; fix or remove the line"
+                )
             return [
                 item
                 for item in self.items()
@@ -206,6 +231,16 @@ class JsonlMemoryStore:
             ]
 
         return await self._io(every)
+
+    async def exists(self) -> bool:
+        def look() -> bool:
+            try:
+                os.close(self._open(os.O_RDONLY))
+            except FileNotFoundError:
+                return False
+            return True
+
+        return await self._io(look)
 
     async def counts(self) -> dict[str, int]:
         items = await self._io(self.items)
@@ -220,6 +255,14 @@ class JsonlMemoryStore:
         """Every well-formed item in file order (bad lines logged and skipped)."""
         parsed = self._read()
         return parsed.items + ([parsed.tail] if parsed.tail is not None else [])
+
+    def broken_lines(self) -> list[tuple[int, str]]:
+        """Each line a read skips (its number, why), from a fresh read of the whole file: what
+        ``composer validate`` reports of a seed. Raises as a read does (OSError, StoreError)."""
+        fresh = JsonlMemoryStore(self.path, max_bytes=self.max_bytes)
+        fresh._broken = []
+        fresh._read()
+        return fresh._broken
 
     def _search(self, spec: MemoryQuery) -> list[MemoryItem]:
         text, tags, filters, limit = spec.text, spec.tags, spec.filters, spec.limit
@@ -289,7 +332,7 @@ class JsonlMemoryStore:
         data = _read_exactly(fd, info.st_size - parsed.offset, parsed.offset)
         end = data.rfind(b"\n") + 1
         self._parse(parsed, data[:end].split(b"\n")[:-1], last=False)
-        parsed.tail = None
+        parsed.tail = parsed.bad_tail = None
         if data[end:].strip():
             self._parse(parsed, [data[end:]], last=True)
         parsed.offset += end
@@ -307,24 +350,44 @@ class JsonlMemoryStore:
             try:
                 item = parse_line(line)
             except (ValueError, UnicodeDecodeError) as e:
-                where = "truncated last line" if last else f"line {number}"
-                logger.warning("memory file %s: skipped %s: %s", self.path, where, e)
+                where = f"truncated last line {number}" if last else f"line {number}"
+                self._skipped(parsed, number, where, str(e))
+                if last:
+                    parsed.bad_tail = (where, str(e))
+                else:
+                    parsed.bad = parsed.bad or (where, str(e))
+                    parsed.bad_lines += 1
                 continue
             if last:
                 parsed.tail = None if (item.namespace, item.id) in parsed.by_id else item
             elif not parsed.add(item):
-                logger.warning(
-                    "memory file %s: skipped line %d: id %r is already there",
-                    self.path,
-                    number,
-                    item.id,
-                )
+                why = f"id {item.id!r:.80} is already there"
+                self._skipped(parsed, number, f"line {number}", why)
+
+    def _skipped(self, parsed: _Parsed, number: int, where: str, why: str) -> None:
+        """Keep a skipped line for ``broken_lines``, or log it: the first ``MAX_WARNINGS`` of
+        a reading of the file one by one, then once."""
+        if self._broken is not None:
+            self._broken.append((number, why))
+            return
+        parsed.warned += 1
+        if parsed.warned <= MAX_WARNINGS:
+            logger.warning("memory file %s: skipped %s: %s", self.path, where, why)
+        elif parsed.warned == MAX_WARNINGS + 1:
+            logger.warning("memory file %s: more lines skipped, not logged one by one", self.path)
 
     # ------------------------------------------------------------------ writing
 
-    def _append(self, items: Sequence[Any]) -> int:
-        """Append the items whose id is new, as one write under the file lock; how many."""
+    def _append(self, items: Sequence[Any], written_back: bool) -> int:
+        """Append the items whose id is new, as one write under the file lock; how many.
+        Each is stamped (``created_at``) unless it has a time, and marked as an agent's
+        writeback when ``written_back``."""
         records = [record_of(item) for item in items]
+        now = created_now()
+        for record in records:
+            if written_back:
+                record["written_back"] = True
+            record.setdefault("created_at", now)
         with self._lock:
             fd = self._open_for_append()
             try:

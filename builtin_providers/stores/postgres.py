@@ -40,6 +40,7 @@ from builtin_providers.stores.base import (
     digest_of,
     full_text,
     item_from_record,
+    item_from_row,
     query_words,
     record_of,
 )
@@ -87,7 +88,10 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 
-_COLUMNS = "id, content, tags, metadata, namespace, expires_at"
+_COLUMNS = (
+    "id, content, tags, metadata, namespace, expires_at, written_back,"
+    " extract(epoch FROM created_at)"
+)
 _PURGE_BATCH = 500
 _ANALYZE_AFTER = 1000  # items added at once after which the table's statistics are renewed
 _STATISTICS_TTL_S = 60.0  # how long the common lexemes read from pg_stats are used
@@ -316,6 +320,19 @@ class PostgresMemoryStore:
             )
             return {str(namespace): int(n) for namespace, n in await cursor.fetchall()}
 
+    async def exists(self) -> bool:
+        """Whether the schema holds composer's tables (its version recorded), asked without
+        migrating: a mistyped ``schema`` is reported, not created."""
+        async with self._guard(), self._connection(migrate=False) as conn:
+            cursor = await conn.execute(
+                "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
+                (f'"{self.schema}".store_meta', f'"{self.schema}".items'),
+            )
+            row = await cursor.fetchone()
+            if not (row and row[0]):
+                return False
+            return await self._meta(conn, "schema_version") is not None
+
     async def aclose(self) -> None:
         """Close the pool of the running loop; pools of loops that are gone are dropped."""
         pools, self._pools = self._pools, {}
@@ -447,8 +464,9 @@ class PostgresMemoryStore:
                 body_of(item.content).replace("\x00", ""),
                 list(item.tags),
                 Jsonb(item.metadata, dumps=_dumps),
+                item.created_at,
                 item.expires_at,
-                written_back,
+                written_back or item.written_back,
             )
             for item in items
         ]
@@ -456,7 +474,8 @@ class PostgresMemoryStore:
             await cursor.executemany(
                 self._sql(
                     "INSERT INTO {s}.items (namespace, id, content, body, tags, metadata,"
-                    " expires_at, written_back) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                    " created_at, expires_at, written_back) VALUES (%s, %s, %s, %s, %s, %s,"
+                    " coalesce(to_timestamp(%s), now()), %s, %s)"
                     " ON CONFLICT (namespace, id) DO NOTHING RETURNING seq"
                 ),
                 rows,
@@ -481,18 +500,7 @@ class PostgresMemoryStore:
                 args = [expression, *args]
             cursor = await conn.execute(self._sql(statement), args)
             rows = await cursor.fetchall()
-        return [
-            MemoryItem(
-                json.loads(content),
-                list(tags),
-                dict(metadata),
-                item_id,
-                namespace,
-                expires_at,
-                None if score is None else float(score),
-            )
-            for item_id, content, tags, metadata, namespace, expires_at, score in rows
-        ]
+        return [item_from_row(row) for row in rows]
 
     def _sql(self, statement: str) -> Any:
         from psycopg import sql

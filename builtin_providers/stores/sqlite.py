@@ -36,8 +36,11 @@ from builtin_providers.stores.base import (
     body_of,
     canonical,
     chunks,
+    created_now,
     digest_of,
     full_text,
+    item_from_record,
+    item_from_row,
     query_words,
     record_of,
 )
@@ -93,7 +96,9 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 
-_COLUMNS = "i.id, i.content, i.tags, i.metadata, i.namespace, i.expires_at"
+_COLUMNS = (
+    "i.id, i.content, i.tags, i.metadata, i.namespace, i.expires_at, i.written_back, i.created_at"
+)
 _PURGE_BATCH = 500  # expired items deleted per write, so no write pays for a backlog at once
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -123,7 +128,7 @@ class SqliteMemoryStore:
 
     async def store(self, item: Any) -> str:
         record = record_of(item)
-        await self.add([_item(record)])
+        await self.add([item_from_record(record, record["id"])])
         return str(record["id"])
 
     async def add(
@@ -200,6 +205,28 @@ class SqliteMemoryStore:
 
         return await self._run(count)
 
+    async def exists(self) -> bool:
+        """Whether the file is there with composer's tables; looked at through a connection
+        that may not create it (``mode=rw``), and nothing is written."""
+
+        def look() -> bool:
+            with self._lock:
+                self._refuse_links()
+                if not self.path.exists():
+                    return False
+                uri = f"{self.path.resolve().as_uri()}?mode=rw"
+                conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s)
+                try:
+                    (version,) = conn.execute("PRAGMA user_version").fetchone()
+                    (tables,) = conn.execute(
+                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'items'"
+                    ).fetchone()
+                finally:
+                    conn.close()
+                return bool(version >= 1 and tables == 1)
+
+        return await self._guarded(look)
+
     async def check(self) -> None:
         """Raise StoreError unless the file and its full-text index are consistent."""
 
@@ -229,8 +256,12 @@ class SqliteMemoryStore:
             with self._lock:
                 return work(self._connection(), *args)
 
+        return await self._guarded(locked)
+
+    async def _guarded(self, work: Callable[[], _T]) -> _T:
+        """``work()`` in a thread; a failing database or file is the provider's StoreError."""
         try:
-            return await asyncio.to_thread(locked)
+            return await asyncio.to_thread(work)
         except sqlite3.Error as e:
             raise StoreError(f"memory database {self.path}: {e}") from e
         except OSError as e:
@@ -248,29 +279,17 @@ class SqliteMemoryStore:
         return full_text(counts, " OR ", " AND ")
 
     def _select(self, conn: sqlite3.Connection, sql: str, args: list[Any]) -> list[MemoryItem]:
-        return [
-            MemoryItem(
-                json.loads(content),
-                json.loads(tags),
-                json.loads(metadata),
-                item_id,
-                namespace,
-                expires_at,
-                score,
-            )
-            for item_id, content, tags, metadata, namespace, expires_at, score in conn.execute(
-                sql, args
-            )
-        ]
+        return [item_from_row(row) for row in conn.execute(sql, args)]
 
     def _add(
         self, conn: sqlite3.Connection, items: list[MemoryItem], written_back: bool, cap: int | None
     ) -> int:
         now = time.time()
+        created = created_now()
         new = 0
         with _transaction(conn):
             for item in items:
-                new += _insert(conn, item, now, written_back)
+                new += _insert(conn, item, created, written_back)
             if written_back and cap is not None:
                 for namespace in {item.namespace for item in items}:
                     conn.execute(
@@ -339,9 +358,9 @@ class SqliteMemoryStore:
             row = conn.execute("SELECT value FROM store_meta WHERE key = 'seed'").fetchone()
             if row is not None and row[0] == digest:
                 return
-            now = time.time()
+            created = created_now()
             for item in items:
-                _insert(conn, item, now, False)
+                _insert(conn, item, created, False)
             conn.execute(
                 "INSERT INTO store_meta (key, value) VALUES ('seed', ?)"
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -349,19 +368,9 @@ class SqliteMemoryStore:
             )
 
 
-def _item(record: dict[str, Any]) -> MemoryItem:
-    return MemoryItem(
-        record["content"],
-        record["tags"],
-        record["metadata"],
-        record["id"],
-        record.get("namespace", ""),
-        record.get("expires_at"),
-    )
-
-
-def _insert(conn: sqlite3.Connection, item: MemoryItem, now: float, written_back: bool) -> int:
-    """Insert one item unless its (namespace, id) is there; 1 when it was new."""
+def _insert(conn: sqlite3.Connection, item: MemoryItem, created: float, written_back: bool) -> int:
+    """Insert one item unless its (namespace, id) is there; 1 when it was new. It keeps its
+    own ``created_at`` and ``written_back`` (``created`` and ``written_back`` when unset)."""
     cursor = conn.execute(
         "INSERT INTO items (namespace, id, content, body, tags, metadata, created_at,"
         " expires_at, written_back) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -373,9 +382,9 @@ def _insert(conn: sqlite3.Connection, item: MemoryItem, now: float, written_back
             body_of(item.content),
             json.dumps(item.tags, ensure_ascii=False),
             json.dumps(item.metadata, ensure_ascii=False, default=str),
-            now,
+            created if item.created_at is None else item.created_at,
             item.expires_at,
-            int(written_back),
+            int(written_back or item.written_back),
         ),
     )
     if cursor.rowcount != 1:

@@ -19,7 +19,15 @@ if TYPE_CHECKING:  # imported when the command runs: --help stays light
     from composer.cli.preview import Preview
     from composer.observe.record import AuditLine, AuditProvider, AuditText
 
-__all__ = ["describe_changes", "find_turn", "list_line", "newest_turns", "preview_of"]
+__all__ = [
+    "OUTCOME_MARKS",
+    "describe_changes",
+    "find_turn",
+    "first_words",
+    "list_line",
+    "newest_turns",
+    "preview_of",
+]
 
 
 def find_turn(
@@ -50,7 +58,7 @@ def newest_turns(
     return page.lines, page.total, page.skipped
 
 
-_MARKS = {
+OUTCOME_MARKS = {
     "fired": "+",
     "cached": "c",
     "empty": ".",
@@ -65,19 +73,24 @@ _MARKS = {
 """One character per provider outcome, for the strip in ``composer audit list``."""
 
 
+def first_words(line: AuditLine, words: int = 8) -> str:
+    """The instruction's first ``words`` (when the log kept it), else its digest and size."""
+    instruction = line.instruction
+    if instruction is None:
+        return "-"
+    if instruction.text is not None:
+        parts = instruction.text.split()
+        return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
+    return f"(sha256 {instruction.sha256[:12]}, {instruction.chars} chars)"
+
+
 def list_line(line: AuditLine, words: int = 8) -> str:
     """One turn on one line: time, turn id, branch, principal, the instruction's first words
     (when the log kept it), tokens of budget, and a strip of its providers' outcomes."""
-    instruction = line.instruction
-    if instruction is None:
-        said = "-"
-    elif instruction.text is not None:
-        parts = instruction.text.split()
-        said = " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
+    said = first_words(line, words)
+    if line.instruction is not None and line.instruction.text is not None:
         said = f'"{said}"'
-    else:
-        said = f"(sha256 {instruction.sha256[:12]}, {instruction.chars} chars)"
-    strip = "".join(_MARKS.get(p.outcome, "?") for p in line.providers)
+    strip = "".join(OUTCOME_MARKS.get(p.outcome, "?") for p in line.providers)
     budget = "-" if line.budget is None else str(line.budget)
     branch = line.branch.id + (f" ({line.branch.name})" if line.branch.name else "")
     principal = line.branch.principal or "-"

@@ -8,11 +8,11 @@ from typing import Any
 
 from composer.cli.render import provider_name
 from composer.errors import ComposerError
-from composer.hooks import Check
+from composer.hooks import Check, Problem
 from composer.manifest import Manifest, Origin
 from composer.templating import compile_template
 
-__all__ = ["Finding", "manifest_findings", "manifest_warnings"]
+__all__ = ["Finding", "manifest_findings", "manifest_warnings", "runtime_findings"]
 
 
 @dataclass(frozen=True)
@@ -30,34 +30,69 @@ class Finding:
 
 def manifest_findings(manifest: Manifest, *, variables_read: bool = True) -> list[Finding]:
     """Everything ``validate`` reports about a manifest that loaded: ``manifest_warnings``,
-    then what each enabled provider's config finds wrong on this machine (its ``Check``
-    hook: a corpus folder or a memory file that is missing), at the field's line.
+    then what the run would lack on this machine, at the field's line: the ``runtime``
+    options' (``runtime_findings``), and each enabled provider's config's (its ``Check``
+    hook: a corpus folder or a memory file that is missing, an extra not installed).
 
     Loaded without variables (``variables_read=False``), a field written with a variable that
     has no default is not known, so what a check says about it is left out.
     """
-    findings = manifest_warnings(manifest)
     unknown = (
         set()
         if variables_read
         else {use.location for use in manifest.variables if not use.has_default}
     )
+    checked = runtime_findings(manifest)
     for config in manifest.providers:
         if not config.enabled or not isinstance(config, Check):
             continue
         label = f'provider "{provider_name(manifest, config.name)}"'
         for problem in config.check():
             origin = manifest.origin("providers", config.name, *problem.field)
-            if origin is not None and origin.location in unknown:
-                continue
             field = ".".join(str(key) for key in problem.field)
             message = (
                 f"{label}: {field}: {problem.message}" if field else f"{label}: {problem.message}"
             )
-            findings.append(
+            checked.append(
                 Finding(origin or manifest.origin("providers", config.name), message, problem.error)
             )
-    return findings
+    return manifest_warnings(manifest) + [
+        finding
+        for finding in checked
+        if finding.origin is None or finding.origin.location not in unknown
+    ]
+
+
+def runtime_findings(manifest: Manifest) -> list[Finding]:
+    """What the ``runtime`` options need that this machine lacks: an audit file the writer
+    cannot use (every turn's line would be lost), psycopg for an audit table, the redis client for ``cache.redis`` (each
+    cached provider would fail), the packages of ``traces`` and ``metrics`` (a warning: turns
+    run without them)."""
+    runtime = manifest.runtime
+    found: list[Finding] = []
+    if runtime.audit is not None and runtime.audit.path is not None:
+        from composer.observe.audit import audit_problem  # 35 ms: only when there is one
+
+        unusable = audit_problem(runtime.audit.path)
+        if unusable is not None:
+            where = manifest.origin("runtime", "audit", "path")
+            found.append(Finding(where, f"runtime.audit.path: {unusable}", error=True))
+    table = runtime.audit is not None and runtime.audit.postgres is not None
+    needs = [
+        (table, ("audit", "postgres"), "postgres", "psycopg", True),
+        (runtime.cache is not None, ("cache", "redis"), "redis", "redis", True),
+        (runtime.traces, ("traces",), "otel", "opentelemetry", False),
+        (runtime.metrics, ("metrics",), "metrics", "prometheus_client", False),
+    ]
+    for used, field, extra, module, error in needs:
+        if not used:
+            continue
+        for problem in Problem.unless_installed(field, extra, module, error=error):
+            message = f"runtime.{'.'.join(map(str, field))}: {problem.message}"
+            if not error:
+                message += "; turns run without it"
+            found.append(Finding(manifest.origin("runtime", *field), message, error))
+    return found
 
 
 def manifest_warnings(manifest: Manifest) -> list[Finding]:

@@ -73,6 +73,10 @@ COMMANDS: dict[str, Command] = {
         "composer.cli.commands.audit",
         "list the turns of an audit log, show one, or what changed between two",
     ),
+    "console": Command(
+        "composer.cli.commands.console",
+        "read an audit log in a browser: turns, providers, what the model saw (127.0.0.1)",
+    ),
 }
 """The commands, in ``--help`` order; a new one is a module of ``composer.cli.commands``
 named here."""

@@ -89,12 +89,14 @@ async def run_preview(
     branch_metadata: Mapping[str, Any] | None = None,
     types: ProviderTypes | None = None,
     progress: Callable[[str], Progress | None] | None = None,
+    close_manifest: bool = True,
 ) -> Preview:
     """Build the manifest's registry, run one turn through ``prepare_turn``, explain each row.
 
     ``system=None`` previews a systemless branch (every provider reported skipped, none
     called). Error texts are passed through ``manifest.redact`` so no secret is shown.
-    ``branch_metadata`` is what templates see as ``branch.metadata``.
+    ``branch_metadata`` is what templates see as ``branch.metadata``. ``close_manifest``
+    False leaves the manifest's shared state open, for a server that keeps serving it.
     """
     registry = build_registry(manifest, types=types)
     branch = Branch(system, name=branch_name, metadata=dict(branch_metadata or {}))
@@ -105,7 +107,8 @@ async def run_preview(
         turn = await prepare_turn(branch, Instruction(instruction))
     finally:
         await registry.aclose()
-        await manifest.aclose()  # one-shot: the shared pools and indexes go too
+        if close_manifest:
+            await manifest.aclose()  # one-shot: the shared pools and indexes go too
     report = turn.report or ProviderReport()
     outcomes = iter(report.outcomes)
 

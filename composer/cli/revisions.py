@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from composer.errors import SettingsError
+from composer.manifest.settings import read_settings_file
 
 __all__ = ["Checkout", "checkout", "split_range"]
 
@@ -31,6 +32,17 @@ class Checkout:
     path: str  # what to load: the exported copy of the manifest path
     root: str = ""  # the export's folder, standing for ``label``
     label: str = ""  # the manifest folder as given on the command line, with a trailing /
+    dotenv: str = ""  # the working tree's .env read in place of one not committed at ``rev``
+
+    @property
+    def note(self) -> str | None:
+        """What to tell of the variables this side reads when they are not the revision's."""
+        if not self.dotenv:
+            return None
+        return (
+            f"no {self.dotenv} at {self.rev} (not committed): "
+            f"its variables are read from the working tree's {self.dotenv}"
+        )
 
     def shown(self, text: str) -> str:
         """``text`` with the export's folder written ``REV:folder/``, the way git names a file."""
@@ -62,10 +74,13 @@ def _git(folder: Path, *args: str) -> bytes:
 
 
 @contextmanager
-def checkout(path: str, rev: str | None) -> Iterator[Checkout]:
+def checkout(path: str, rev: str | None, *, dotenv: bool = False) -> Iterator[Checkout]:
     """``path`` (a manifest file or folder in a git work tree) as it was at ``rev``.
 
-    With ``rev=None`` the working tree itself. The export is removed on exit.
+    With ``rev=None`` the working tree itself. The export is removed on exit. With
+    ``dotenv``, a ``.env`` beside the manifest that the revision lacks (it is gitignored,
+    holding secrets) is the working tree's, copied into the export (a folder of this user's
+    alone), so both sides read the same variables (``Checkout.dotenv`` says so).
     """
     if rev is None:
         yield Checkout(None, path, "")
@@ -84,4 +99,24 @@ def checkout(path: str, rev: str | None) -> Iterator[Checkout]:
         loaded = export if target.is_dir() else export / target.name
         given = os.fspath(path) if target.is_dir() else os.path.dirname(os.fspath(path))
         label = "" if given in ("", ".") else os.path.join(given, "")
-        yield Checkout(rev, os.fspath(loaded), os.path.join(os.fspath(export), ""), label)
+        shared = dotenv and _share_dotenv(folder / ".env", export / ".env")
+        root = os.path.join(os.fspath(export), "")
+        yield Checkout(rev, os.fspath(loaded), root, label, f"{label}.env" if shared else "")
+
+
+def _share_dotenv(source: Path, target: Path) -> bool:
+    """Copy the working tree's ``.env`` (``source``) to ``target`` when the revision has none
+    there and the working tree has one; whether it did. Read as the loader reads it (a
+    regular UTF-8 file of at most 1 MiB: ``SettingsError`` otherwise), written 0600."""
+    if os.path.lexists(target) or not os.path.lexists(source) or source.is_dir():
+        return False
+    try:
+        text = read_settings_file(source, ".env file")
+    except OSError as e:
+        raise SettingsError(f'.env file "{source}": {e.strerror or e}') from e
+    if text is None:
+        return False
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with open(descriptor, "w", encoding="utf-8") as file:
+        file.write(text)
+    return True

@@ -4,7 +4,9 @@ A store spec names its kind: ``KIND:LOCATION``, a ``KIND://`` URL, or a path who
 says (``.jsonl`` is ``jsonl``; ``.sqlite``, ``.sqlite3`` and ``.db`` are ``sqlite``). Each
 kind is an entry point of the ``composer.stores`` group: an opener called as
 ``opener(spec, schema=SCHEMA)`` (the spec as written) that returns a store with ``add``,
-``export``, ``counts`` and ``aclose`` (``builtin_providers.stores.ItemStore``). composer's own
+``export``, ``counts``, ``exists`` and ``aclose`` (``builtin_providers.stores.ItemStore``);
+opening creates nothing, ``exists`` says whether the store is there without creating it, and
+the items ``export`` gives carry ``written_back`` and ``created_at``, which ``add`` keeps. composer's own
 kinds (``jsonl``, ``sqlite``, ``postgresql``, ``postgres``) are declared in its
 ``pyproject.toml`` like any other package's, so the command line names no store type and a
 package can add one.
@@ -35,6 +37,8 @@ class Store(Protocol):
     async def export(self, namespace: str | None = None) -> list[Any]: ...
 
     async def counts(self) -> dict[str, int]: ...
+
+    async def exists(self) -> bool: ...
 
     async def aclose(self) -> None: ...
 

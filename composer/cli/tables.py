@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from composer.cli.preview import Preview, ProviderRow
     from composer.outcomes import Outcome
 
-__all__ = ["HEADERS", "OUTCOME_TEXT", "print_preview"]
+__all__ = ["HEADERS", "OUTCOME_TEXT", "print_preview", "row_cells"]
 
 OUTCOME_TEXT: dict[Outcome, str] = {
     "fired": "fired",
@@ -60,7 +60,7 @@ def print_preview(
     """Print ``preview`` of manifest ``shown``; every cell and text through ``redact`` first
     (None: the text is already masked, as an audit line's is)."""
     mask = redact if redact is not None else _as_is
-    rows = [[printable(mask(cell)) for cell in _row_cells(row)] for row in preview.rows]
+    rows = [[printable(mask(cell)) for cell in row_cells(row)] for row in preview.rows]
     output.print(f"manifest: {shown}" + (f" (env {env})" if env else ""))
     output.print(f"instruction: {_quoted(mask(preview.instruction))}")
     if preview.system is None:
@@ -98,7 +98,8 @@ def _as_is(text: str) -> str:
     return text
 
 
-def _row_cells(row: ProviderRow) -> list[str]:
+def row_cells(row: ProviderRow) -> list[str]:
+    """One row's cells under ``HEADERS``, as the table prints them (the console shows the same)."""
     outcome = OUTCOME_TEXT[row.outcome]
     if row.error:
         outcome = f"{outcome}: {row.error}"

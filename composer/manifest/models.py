@@ -312,6 +312,7 @@ class AuditPostgres(StrictModel):
 
     dsn: str = Field(
         min_length=1,
+        repr=False,  # a repr of the manifest never shows it, whatever it holds
         description=(
             "libpq URL or key=value string; give the password through ${VAR} (its password, "
             "user and options are masked wherever shown, however written)."

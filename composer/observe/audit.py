@@ -1,4 +1,7 @@
-"""The audit log's writer: a bounded queue and one thread per file, so a turn never waits on a disk.
+"""The audit log's writers: a bounded queue and one thread per sink, so a turn never waits on it.
+
+``AuditQueue`` is the queue and thread every sink shares; ``AuditLog`` appends to a file (below),
+``StdoutAuditLog`` writes to standard output, and ``composer.observe.audit_postgres`` to a table.
 
 A turn appends its snapshot (``record.snapshot``) to the queue (``put`` never blocks: when the
 queue is full, in lines or in bytes, the line is dropped and counted) and, if the writer
@@ -18,8 +21,9 @@ to open, write or rotate (a full disk, a missing folder, no permission) loses th
 counts them in ``failed``, and logs a warning (at most one a minute per kind of failure,
 masked); the next batch tries again. Nothing here raises into a turn.
 
-One ``AuditLog`` serves one path in this process, whatever number of loaded manifests write to
-it (``open_audit_log`` counts its users), so a reload never puts two writers on one file.
+One sink serves one path (one DSN and schema, standard output) in this process, whatever number
+of loaded manifests write to it (``open_audit_log`` counts its users), so a reload never puts
+two writers on one file.
 """
 
 from __future__ import annotations
@@ -38,7 +42,14 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-__all__ = ["AuditLog", "AuditQueue", "StdoutAuditLog", "open_audit_log", "release_audit_log"]
+__all__ = [
+    "AuditLog",
+    "AuditQueue",
+    "StdoutAuditLog",
+    "audit_problem",
+    "open_audit_log",
+    "release_audit_log",
+]
 
 from composer.observe.record import json_line, weight
 
@@ -442,6 +453,36 @@ _OPEN: dict[Hashable, tuple[AuditQueue, int]] = {}
 _OPEN_LOCK = threading.Lock()
 
 _Sink = TypeVar("_Sink", bound=AuditQueue)
+
+
+def audit_problem(path: Path) -> str | None:
+    """Why every line for ``path`` would be lost, found without opening or making anything (for
+    ``composer validate``): a folder that is missing or this user cannot write in (the file
+    is made, and rotated, there), or a file the writer refuses or cannot write. None when
+    the writer can use it.
+    """
+    folder = path.parent
+    if not folder.is_dir():
+        if not folder.exists():
+            return f"no such folder for the audit file: {folder}"
+        return f"not a folder: {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"folder not writable by this user (the file is made and rotated there): {folder}"
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"{path}: {e.strerror or e}"
+    if stat.S_ISLNK(info.st_mode):
+        return f"a symbolic link, which the writer refuses: {path}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"not a regular file, which the writer refuses: {path}"
+    if info.st_uid != os.geteuid():
+        return f"owned by uid {info.st_uid}, not this user, which the writer refuses: {path}"
+    if not os.access(path, os.W_OK):
+        return f"not writable by this user: {path}"
+    return None
 
 
 def open_audit_log(key: Any, make: Callable[[Any], _Sink]) -> _Sink:

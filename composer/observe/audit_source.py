@@ -14,6 +14,7 @@ port and database).
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -23,12 +24,32 @@ from typing import Any
 from composer.errors import AuditReadError
 from composer.manifest.dsn import describe_dsn, dsn_secrets
 from composer.manifest.models import redact
-from composer.observe.record import AuditLine, read_lines
+from composer.observe.record import AuditLine, parse_line, read_lines
 
-__all__ = ["LOOKUP_LIMIT", "TurnPage", "find_turn", "is_dsn", "read_turns", "shown"]
+__all__ = [
+    "LOOKUP_LIMIT",
+    "MAX_LIMIT",
+    "MAX_OFFSET",
+    "MAX_SKIPPED",
+    "TurnPage",
+    "find_turn",
+    "is_dsn",
+    "read_turns",
+    "shown",
+]
 
 LOOKUP_LIMIT = 50
 """The turns ``find_turn`` reads that share a prefix (enough to tell one from many)."""
+
+MAX_LIMIT = 10_000
+"""The most turns one page holds: a reader's memory is bounded whatever it is asked."""
+
+MAX_OFFSET = 100_000
+"""The deepest page: a file's reader keeps ``offset + limit`` lines while it reads."""
+
+MAX_SKIPPED = 100
+"""The lines that are not audit lines a page names at most (a file of another program's
+text would otherwise name each of its lines)."""
 
 _SCHEMES = ("postgresql://", "postgres://")
 
@@ -41,8 +62,11 @@ class TurnPage:
     total: int
     """The turns that match the filters, on every page (``lines`` are ``limit`` of them)."""
     skipped: list[tuple[int, str]] = field(default_factory=list)
-    """``(line number or row seq, problem)`` of each line read that is not an audit line
-    (a torn last line after a crash, another program's text): reported, never guessed at."""
+    """``(line number or row seq, problem)`` of the lines read that are not audit lines (a
+    torn last line after a crash, another program's text): reported, never guessed at; the
+    first ``MAX_SKIPPED`` of them."""
+    unreadable: int = 0
+    """How many lines read were not audit lines, ``skipped`` or not."""
 
 
 def is_dsn(location: str | os.PathLike[str]) -> bool:
@@ -78,12 +102,16 @@ def read_turns(
     ``since`` (inclusive) and ``until`` (exclusive), times (naive ones are UTC). A file's
     newest turns are its last lines; a table's are by time, then by row.
 
-    Raises ``AuditReadError`` (its message names the location masked) for a file that cannot
-    be read, a database that cannot be reached (past ``timeout_s``), a schema without an
-    audit table, or psycopg missing; ``ValueError`` for a negative limit or offset.
+    Blocking (a file read, a query): call it from a thread in async code. Raises
+    ``AuditReadError`` (its message names the location masked) for a file that cannot be read,
+    a database that cannot be reached (past ``timeout_s``), a schema without an audit table,
+    or psycopg missing; ``ValueError`` for a limit outside 0 to ``MAX_LIMIT`` or an offset
+    outside 0 to ``MAX_OFFSET``.
     """
-    if limit < 0 or offset < 0:
-        raise ValueError("limit and offset must be 0 or more")
+    if not (0 <= limit <= MAX_LIMIT and 0 <= offset <= MAX_OFFSET):
+        raise ValueError(
+            f"limit must be 0 to {MAX_LIMIT} and offset 0 to {MAX_OFFSET}: {limit}, {offset}"
+        )
     window = (_utc(since), _utc(until))
     if is_dsn(location):
         table = _Table(str(location), schema, timeout_s)
@@ -103,9 +131,9 @@ def find_turn(
             raise LookupError("holds no turn")
         return page.lines[0], page.skipped
     exact = [line for line in page.lines if line.turn_id == turn]
-    if len(exact) == 1 or page.total == 1:
+    if len(exact) == 1 or (page.total == 1 and page.lines):
         return (exact or page.lines)[0], page.skipped
-    if not page.total:
+    if not page.lines:
         raise LookupError(f"no turn {turn}")
     raise LookupError(f"{page.total} turns start with {turn}; give more of the id")
 
@@ -130,18 +158,20 @@ def _from_file(
 ) -> TurnPage:
     kept: deque[AuditLine] = deque(maxlen=limit + offset)
     skipped: list[tuple[int, str]] = []
-    total = 0
+    total = unreadable = 0
     try:
         for number, line in read_lines(path):
             if isinstance(line, str):
-                skipped.append((number, line))
+                unreadable += 1
+                if len(skipped) < MAX_SKIPPED:
+                    skipped.append((number, line))
             elif _matches(line, turn, branch, principal, window):
                 total += 1
                 kept.append(line)
     except OSError as e:
         raise AuditReadError(f"{path}: {e.strerror or e}") from None
     newest = list(reversed(kept))
-    return TurnPage(newest[offset : offset + limit], total, skipped)
+    return TurnPage(newest[offset : offset + limit], total, skipped, unreadable)
 
 
 def _matches(
@@ -187,10 +217,16 @@ def _from_table(
     if turn is not None:
         where.append("turn_id LIKE %s")
         values.append(_like_prefix(turn[:INDEXED_CHARS]))
-    for column, value in (("branch_id", branch), ("principal", principal)):
+    for column, value, before, after in (
+        ("branch_id", branch, '"branch":{"id":', ',"name":'),
+        ("principal", principal, '"principal":', '},"manifest":'),
+    ):
         if value is not None:
             where.append(f"{column} = %s")
             values.append(value[:INDEXED_CHARS])
+            if len(value) >= INDEXED_CHARS:  # the column holds its start: the line decides
+                where.append("strpos(line, %s) > 0")  # as json_line wrote it, never parsed
+                values.append(before + json.dumps(value) + after)
     since, until = window
     if since is not None:
         where.append("time >= %s")
@@ -229,19 +265,18 @@ def _from_table(
         problem = redact(str(e).strip().splitlines()[0] if str(e).strip() else "", dsn_secrets(dsn))
         raise AuditReadError(f"{where_shown}: {problem or type(e).__name__}") from None
     lines, skipped = _parsed(rows)
-    return TurnPage(lines, counted[0] if counted else len(lines), skipped)
+    return TurnPage(lines, counted[0] if counted else len(lines), skipped, len(skipped))
 
 
 def _parsed(rows: list[tuple[Any, ...]]) -> tuple[list[AuditLine], list[tuple[int, str]]]:
-    from pydantic import ValidationError
-
     lines: list[AuditLine] = []
     skipped: list[tuple[int, str]] = []
     for seq, text in rows:
-        try:
-            lines.append(AuditLine.model_validate_json(text))
-        except ValidationError as e:
-            skipped.append((seq, f"not an audit line ({e.error_count()} problems)"))
+        line = parse_line(text)
+        if isinstance(line, str):
+            skipped.append((seq, line))
+        else:
+            lines.append(line)
     return lines, skipped
 
 

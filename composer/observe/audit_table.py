@@ -98,6 +98,7 @@ def connect(dsn: str, timeout_s: float) -> Connection[Any]:
     conn = psycopg.connect(
         dsn,
         autocommit=True,
+        application_name="composer-audit",
         connect_timeout=max(2, math.ceil(timeout_s)),  # libpq's least is 2 seconds
         tcp_user_timeout=ms,
         keepalives=1,
@@ -112,7 +113,15 @@ def connect(dsn: str, timeout_s: float) -> Connection[Any]:
 
 
 def create_table(conn: Connection[Any], schema: str) -> None:
-    """The schema, table and indexes, made once whatever number of writers start at once."""
+    """The schema, table and indexes, made once whatever number of writers start at once;
+    nothing is asked of a table that is there (a role that may only insert into it, made by
+    an administrator, writes without any right to create)."""
+    from psycopg import sql
+
+    name = sql.Identifier(schema, TABLE).as_string(conn)
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+    if found is not None and found[0]:
+        return
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
         for text in _DDL:

@@ -40,6 +40,7 @@ __all__ = [
     "ProviderInfo",
     "Snapshot",
     "json_line",
+    "parse_line",
     "read_lines",
     "sha256",
     "snapshot",
@@ -378,9 +379,23 @@ def read_lines(path: Path) -> Iterator[tuple[int, AuditLine | str]]:
     for a line that is not one (a torn last line after a crash, another program's text)."""
     with path.open("r", encoding="utf-8", errors="replace") as lines:
         for number, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            try:
-                yield number, AuditLine.model_validate_json(raw)
-            except ValidationError as e:
-                yield number, f"not an audit line ({e.error_count()} problems)"
+            if raw.strip():
+                yield number, parse_line(raw)
+
+
+def parse_line(raw: str) -> AuditLine | str:
+    """One line read back as an ``AuditLine``, or the problem that makes it none.
+
+    A lone surrogate (a branch name that held one) is written as its ``\\ud800`` escape,
+    which pydantic's JSON parser refuses; Python's reads it, so such a line is read that way.
+    """
+    try:
+        return AuditLine.model_validate_json(raw)
+    except ValidationError as e:
+        if not any(error["type"] == "json_invalid" for error in e.errors()):
+            return f"not an audit line ({e.error_count()} problems)"
+        problems = e.error_count()
+    try:
+        return AuditLine.model_validate(json.loads(raw))
+    except (ValueError, ValidationError):  # JSONDecodeError is a ValueError
+        return f"not an audit line ({problems} problems)"

@@ -99,13 +99,15 @@ class BearerAuth:
         principals: Principals,
         *,
         open_paths: Collection[str],
+        own_auth: str | None = None,
     ) -> None:
         self.app = app
         self._principals = principals
         self._open = frozenset(open_paths)
+        self._own = own_auth  # a path prefix whose routes check their caller themselves
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self._open:
+        if scope["type"] != "http" or scope["path"] in self._open or self._owns(scope["path"]):
             await self.app(scope, receive, send)
             return
         principal = self._principal(scope)
@@ -120,6 +122,10 @@ class BearerAuth:
             headers={"WWW-Authenticate": 'Bearer realm="composer"'},
         )
         await refusal(scope, receive, send)
+
+    def _owns(self, path: str) -> bool:
+        own = self._own
+        return own is not None and (path == own or path.startswith(own + "/"))
 
     def _principal(self, scope: Scope) -> Principal | None:
         header = Headers(scope=scope).get("authorization", "")

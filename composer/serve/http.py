@@ -44,7 +44,7 @@ from composer.serve.models import (
     WritebackRequest,
 )
 from composer.serve.openapi import openapi_document
-from composer.serve.options import ServeOptions
+from composer.serve.options import CONSOLE_PREFIX, ServeOptions
 from composer.serve.principals import Principals
 from composer.serve.responses import JsonResponse, error_response
 from composer.serve.service import ContextService
@@ -133,6 +133,8 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
 
         mcp_routes, session_manager = mcp_http_routes(service, options)
         routes.extend(mcp_routes)
+    if options.console is not None:
+        routes.append(options.console)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -172,7 +174,14 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
     if principals is None and options.token is not None:
         principals = Principals.single(options.token)
     if principals is not None:
-        middleware.append(Middleware(BearerAuth, principals=principals, open_paths=OPEN_PATHS))
+        middleware.append(
+            Middleware(
+                BearerAuth,
+                principals=principals,
+                open_paths=OPEN_PATHS,
+                own_auth=CONSOLE_PREFIX if options.console is not None else None,
+            )
+        )
         if limited:
             middleware.append(
                 Middleware(

@@ -33,7 +33,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 
 from composer._version import __version__
-from composer.errors import RequestRefused
+from composer.errors import RequestRefused, ServeError
 from composer.principal import Principal
 from composer.serve.auth import is_loopback, principal_of
 from composer.serve.models import BranchIn, InstructionIn, TurnRequest
@@ -193,7 +193,15 @@ def mcp_http_routes(service: ContextService, options: ServeOptions) -> tuple[lis
 
 async def run_stdio(service: ContextService, principal: Principal | None = None) -> None:
     """Serve MCP on stdin/stdout, for ``principal``, until the client leaves; then close the
-    service (a server owns the service it serves, as the HTTP app's lifespan does)."""
+    service (a server owns the service it serves, as the HTTP app's lifespan does).
+    ``ServeError`` for a manifest whose audit lines go to standard output: MCP's own stream."""
+    audit = service.manifest.runtime.audit
+    if audit is not None and audit.stdout:
+        await service.aclose()
+        raise ServeError(
+            "runtime.audit.stdout would write into the MCP stream on standard output: "
+            "audit to a path or to postgres when serving over --mcp-stdio"
+        )
     server = mcp_server(service, principal=principal)
     warming = asyncio.create_task(service.run_background())
     try:

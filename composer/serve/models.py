@@ -19,6 +19,7 @@ __all__ = [
     "MAX_ACTION_RESPONSES",
     "MAX_DEPTH",
     "MAX_NODES",
+    "AuditSinkStatus",
     "BranchIn",
     "ErrorBody",
     "ErrorDetail",
@@ -240,6 +241,21 @@ class StateOut(_Body):
     error: str | None = Field(None, description="Why the store did not answer, if it did not.")
 
 
+class AuditSinkStatus(_Body):
+    """The audit sink as a probe sees it: never where it writes (no path, no DSN)."""
+
+    kind: Literal["file", "postgres", "stdout"]
+    writing: bool | None = Field(
+        description=(
+            "Whether its last batch was written (false: the file or the database failed); "
+            "null before the first batch."
+        )
+    )
+    lost: int = Field(
+        description="Lines lost so far: dropped (queue full) or failed (the sink refused them)."
+    )
+
+
 class Readiness(_Body):
     status: Literal["ready", "starting"]
     warm_up_failures: dict[str, str] = Field(
@@ -248,6 +264,13 @@ class Readiness(_Body):
     )
     state: StateOut | None = Field(
         None, description="The branch state store: not ready while a shared one does not answer."
+    )
+    audit: AuditSinkStatus | None = Field(
+        None,
+        description=(
+            "The manifest's `runtime.audit` sink, when it has one; a failing sink loses lines "
+            "(counted) and never makes the server unready: turns go on."
+        ),
     )
 
 

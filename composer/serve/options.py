@@ -4,10 +4,18 @@ HTTP), in a module of their own so that neither server module imports the other 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from composer.serve.principals import Principals
 
-__all__ = ["ServeOptions"]
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+__all__ = ["CONSOLE_PREFIX", "ServeOptions"]
+
+CONSOLE_PREFIX = "/console"
+"""Where ``ServeOptions.console`` is mounted; its pages authenticate themselves (a browser
+following a link sends a session cookie, not a bearer header)."""
 
 
 @dataclass(frozen=True)
@@ -31,3 +39,7 @@ class ServeOptions:
     """The address listened on: the MCP transport's DNS-rebinding guard depends on it."""
     access_log: bool = False
     """Log one line per request with its principal (``composer.serve.access``)."""
+    console: BaseRoute | None = None
+    """The web console's routes (``composer serve --console``), mounted at
+    ``CONSOLE_PREFIX``: they authenticate their requests themselves (a bearer header or a
+    session cookie)."""

@@ -33,6 +33,7 @@ from composer.manifest import Manifest
 from composer.principal import Principal, current_principal
 from composer.serve.branches import BranchEntry, BranchStore
 from composer.serve.models import (
+    AuditSinkStatus,
     ManifestOut,
     Readiness,
     ReportOut,
@@ -159,7 +160,21 @@ class ContextService:
                 shared=self.state.shared,
                 error=self.state_error,
             ),
+            audit=self._audit_status(),
         )
+
+    def _audit_status(self) -> AuditSinkStatus | None:
+        """The audit sink's kind and health (the observer's, once a registry made it)."""
+        config = self.manifest.runtime.audit
+        if config is None:
+            return None
+        sink = getattr(self.manifest.shared.get("observe"), "audit", None)
+        if sink is None:
+            kind = "postgres" if config.postgres else "stdout" if config.stdout else "file"
+            return AuditSinkStatus(kind=kind, writing=None, lost=0)
+        status = sink.status()
+        lost = status["dropped"] + status["failed"]
+        return AuditSinkStatus(kind=status["kind"], writing=status["writing"], lost=lost)
 
     async def turn(
         self, request: TurnRequest, principal: Principal = LOCAL_PRINCIPAL

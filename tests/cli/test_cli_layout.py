@@ -55,6 +55,7 @@ def _minimal(name: str) -> list[str]:
         "test": ["test", "t.yaml"],
         "memory": ["memory", "stats", "m.jsonl"],
         "audit": ["audit", "show", "turns.jsonl"],
+        "console": ["console", "turns.jsonl"],
     }.get(name, [name])
 
 

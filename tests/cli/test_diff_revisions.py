@@ -3,6 +3,7 @@ request changes in the effective manifest, with the file:line:col on each side."
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -156,3 +157,63 @@ def test_an_unknown_revision_is_an_error(repo: Path, capsys: pytest.CaptureFixtu
 def test_usage_errors(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", *args]) in (1, 2)
     assert message in capsys.readouterr().err
+
+
+def test_a_revision_reads_the_working_trees_env_and_says_so(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``configs/.env`` is gitignored, so no revision has it: without it prod's
+    ``${STATUS_TOKEN}`` would be "not set" at each revision; the working tree's is read for
+    both, and the output says so."""
+    put(repo / ".gitignore", ".env\n")
+    put(repo / "configs" / ".env", "STATUS_TOKEN=tok-from-the-working-tree\n")
+    args = ["diff", "configs", "--rev", "HEAD~1..HEAD", "--env", "prod", "--exit-code"]
+    assert main(args) == 1
+    out, err = capsys.readouterr()
+    assert err == ""
+    note = (
+        "no configs/.env at {rev} (not committed): "
+        "its variables are read from the working tree's configs/.env"
+    )
+    lines = out.splitlines()
+    assert lines[:3] == [
+        "# HEAD~1 -> HEAD (env prod): 1 difference",
+        "# " + note.format(rev="HEAD~1"),
+        "# " + note.format(rev="HEAD"),
+    ]
+    assert lines[3].startswith("~ providers.runbooks.max_tokens: 800 -> 900")
+    assert "tok-from-the-working-tree" not in out
+    assert main(["diff", "configs", "--rev", "HEAD", "--env", "prod"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "# HEAD -> working tree (env prod): 0 differences",
+        "# " + note.format(rev="HEAD"),
+    ]
+    assert main([*args, "--no-interpolate"]) == 1  # no variable read: nothing to say
+    assert not any("configs/.env" in line for line in capsys.readouterr().out.splitlines())
+
+
+def test_an_env_committed_at_the_revision_is_that_revisions(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HEAD's committed ``.env`` sets the token; the working tree's no longer does, so only
+    the working tree's side misses it."""
+    dotenv = put(repo / "configs" / ".env", "STATUS_TOKEN=t\n")
+    git(repo, "add", "configs/.env")
+    git(repo, "commit", "-q", "-m", "a committed .env")
+    dotenv.write_text("OTHER=1\n")
+    assert main(["diff", "configs", "--rev", "HEAD", "--env", "prod"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert [line.split(":", 1)[0] for line in err.splitlines()] == ["configs/prod.yaml"]
+    assert 'environment variable "STATUS_TOKEN" is not set' in err
+
+
+def test_a_working_tree_env_that_is_no_file_is_refused_not_waited_on(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO in the ``.env``'s place would block a plain read until a writer came."""
+    os.mkfifo(repo / "configs" / ".env")
+    assert main(["diff", "configs", "--rev", "HEAD~1..HEAD", "--env", "prod"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith('composer diff: .env file "')
+    assert "not a regular file" in err

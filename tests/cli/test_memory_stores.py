@@ -103,6 +103,9 @@ class RamStore:
             counts[item.namespace] = counts.get(item.namespace, 0) + 1
         return counts
 
+    async def exists(self):
+        return self.name in HELD
+
     async def aclose(self):
         pass
 
@@ -147,6 +150,11 @@ def test_a_store_kind_from_another_distribution_is_used_by_name(
     ]
     assert err == "exported 1 items from RamStore('team')\n"
 
+    assert main(["memory", "stats", "ram:nothere"]) == 1  # its own exists() says so
+    assert "no memory store at RamStore('nothere'): check the" in capsys.readouterr().err
+    assert main(["memory", "import", "ram:team", "ram:copy"]) == 0  # a TARGET is created
+    assert main(["memory", "stats", "ram:copy"]) == 0
+
 
 def test_export_to_stdout_writes_the_lines_a_jsonl_store_writes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -165,4 +173,6 @@ def test_export_to_stdout_writes_the_lines_a_jsonl_store_writes(
     printed = capsys.readouterr().out.splitlines()[-3:]
     written = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line) for line in printed] == [json.loads(line) for line in written]
-    assert [json.loads(line) for line in printed] == [{**r, "namespace": "ops"} for r in records]
+    exported = [json.loads(line) for line in printed]
+    assert all(isinstance(record.pop("created_at"), float) for record in exported)
+    assert exported == [{**r, "namespace": "ops"} for r in records]

@@ -63,6 +63,7 @@ def test_jsonl_to_sqlite_to_postgres_and_back(
     assert "exported 3 items" in out
     exported = [json.loads(line) for line in back.read_text().splitlines()]
     assert [r["id"] for r in exported[:2]] == ["m1", "m2"]
+    assert isinstance(exported[0].pop("created_at"), float)
     assert exported[0] == {**RECORDS[0], "namespace": "ops"}
     assert exported[1]["content"] == {"structured": True}
 

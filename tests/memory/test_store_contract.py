@@ -97,3 +97,52 @@ async def test_the_cap_keeps_the_newest_written_back_items(store: ItemStore) -> 
         await store.add([item], written_back=True, cap=3)
     assert [item.id for item in await store.export()] == ["m1", "m2", "m3", "m4", "w2", "w3", "w4"]
     assert await contents(store, tags=["wb"]) == ["written 2", "written 3", "written 4"]
+
+
+async def test_exists_says_whether_the_store_is_there_and_creates_nothing(
+    store: ItemStore,
+) -> None:
+    assert await store.exists() is False
+    assert await store.exists() is False  # looking did not make it
+    await store.add([MemoryItem("a note", [], {}, "n1")])
+    assert await store.exists() is True
+
+
+async def test_items_keep_their_written_back_flag_and_times(store: ItemStore) -> None:
+    """What an import carries: the flag by the item's own field, its time as given or now."""
+    before = time.time()
+    moved = MemoryItem("moved", [], {}, "moved", written_back=True, created_at=1700000000.25)
+    await store.add([moved, MemoryItem("fresh", [], {}, "fresh")])
+    await store.add([MemoryItem("result", [], {}, "result")], written_back=True)
+    items = {item.id: item for item in await store.export()}
+    assert {key: item.written_back for key, item in items.items()} == {
+        "moved": True,
+        "fresh": False,
+        "result": True,
+    }
+    assert items["moved"].created_at == 1700000000.25
+    for key in ("fresh", "result"):
+        created = items[key].created_at
+        assert created is not None
+        assert abs(created - before) < 3600  # the store's clock (PostgreSQL's): about now
+    found = await store.retrieve("result")
+    assert found is not None
+    assert found.written_back
+
+
+async def test_another_librarys_item_keeps_its_creation_time(store: ItemStore) -> None:
+    """``store`` takes LionAGI's items (a float ``created_at``) and others' (a datetime)."""
+    from datetime import UTC, datetime
+
+    stamped = {
+        "content": "from elsewhere",
+        "id": "e1",
+        "created_at": datetime(2025, 1, 1, tzinfo=UTC),
+    }
+    await store.store(stamped)
+    await store.store({"content": "lionagi's", "id": "e2", "created_at": 1735689600.5})
+    await store.store({"content": "odd", "id": "e3", "created_at": "yesterday"})  # not a time
+    times = [item.created_at for item in await store.export()]
+    assert times[:2] == [1735689600.0, 1735689600.5]
+    assert times[2] is not None
+    assert times[2] > 1735689600.5  # stamped by the store instead

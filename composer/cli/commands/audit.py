@@ -94,9 +94,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
 def _list(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.audit import list_line, newest_turns
     from composer.errors import AuditReadError
+    from composer.observe.audit_source import MAX_LIMIT
 
-    if args.limit < 1:
-        output.error("composer audit list: --limit must be at least 1")
+    if not 1 <= args.limit <= MAX_LIMIT:
+        output.error(f"composer audit list: --limit must be 1 to {MAX_LIMIT}")
         return USAGE
     try:
         lines, total, skipped = newest_turns(

@@ -23,7 +23,9 @@ DESCRIPTION = (
     "provider order another. Three forms: MANIFEST --env A --env B (two environments "
     "of one folder); OLD NEW [--env ENV] (one environment of two folders or files); "
     "MANIFEST --rev A..B [--env ENV] (one environment at two git revisions; --rev A "
-    "compares A with the working tree). Exit 0, or with --exit-code 1 when they differ; "
+    "compares A with the working tree; a revision without a .env beside the manifests "
+    "reads the working tree's, and the output says so). Exit 0, or with --exit-code 1 "
+    "when they differ; "
     "a side that does not load exits 1 (2 with --exit-code)."
 )
 
@@ -64,9 +66,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
     env = envs[0] if envs else None
     try:
         old, new = split_range(args.rev) if args.rev is not None else (None, None)
+        dotenv = not args.no_interpolate and _dotenv_beside_manifest()
         with (
-            checkout(args.manifest, old) as before,
-            checkout(args.other or args.manifest, new) as after,
+            checkout(args.manifest, old, dotenv=dotenv) as before,
+            checkout(args.other or args.manifest, new, dotenv=dotenv) as after,
         ):
             title = (
                 f"{old} -> {new or 'working tree'}"
@@ -76,9 +79,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
             first = manifest_from(args, output, env, path=before.path, shown=before.shown)
             second = manifest_from(args, output, env, path=after.path, shown=after.shown)
             shown = (before.shown, after.shown)
-            return _print_diff(
-                args, output, title + (f" (env {env})" if env else ""), first, second, shown
-            )
+            notes = [side.note for side in (before, after) if side.note is not None]
+            title += f" (env {env})" if env else ""
+            return _print_diff(args, output, title, first, second, shown, notes)
     except SettingsError as e:
         output.error(f"composer diff: {e}")
         return TROUBLE if args.exit_code else FAILURE
@@ -91,8 +94,10 @@ def _print_diff(
     first: Manifest | None,
     second: Manifest | None,
     shown: Sequence[Callable[[str], str]] = (),
+    notes: Sequence[str] = (),
 ) -> int:
-    """Print the differences; the exit code (``--exit-code``: 1 when any, 2 when a side failed)."""
+    """Print the differences, after the title and ``notes``; the exit code (``--exit-code``:
+    1 when any, 2 when a side failed)."""
     from composer.cli.explain import diff_manifests
 
     if first is None or second is None:
@@ -100,9 +105,23 @@ def _print_diff(
     changes = diff_manifests(first, second)
     noun = "difference" if len(changes) == 1 else "differences"
     output.print(f"# {title}: {len(changes)} {noun}")
+    for note in notes:
+        output.print(f"# {note}")
     for change in changes:
         line = change.describe()
         for relabel in shown:  # a revision's export shown as REV:folder/
             line = relabel(line)
         output.print(line)
     return FAILURE if args.exit_code and changes else SUCCESS
+
+
+def _dotenv_beside_manifest() -> bool:
+    """Whether ``${VAR}`` is read from the ``.env`` beside the manifest (the loader's default)
+    rather than from a file ``COMPOSER_ENV_FILE`` names, the same for both sides."""
+    from composer.errors import SettingsError
+    from composer.manifest.settings import load_settings
+
+    try:
+        return "env_file" not in load_settings().model_fields_set
+    except (ValueError, OSError, SettingsError):  # each side's load says what is wrong
+        return True

@@ -4,8 +4,11 @@ A store is named by a short spec (``composer.cli.stores``): a path ending in ``.
 ``.sqlite``, ``.sqlite3`` or ``.db``, ``jsonl:PATH``, ``sqlite:PATH``, or a ``postgresql://``
 URL (keep its password out of the command line: libpq reads ``PGPASSWORD`` and
 ``~/.pgpass``), each kind opened through its ``composer.stores`` entry point. Items keep
-their ids, so importing the same items twice adds nothing; after an import every item read
-must be found in the target, else exit 1.
+their ids, so importing the same items twice adds nothing, and their ``written_back`` flag and
+``created_at``, so imported agent results are still the first a cap evicts; after an import
+every item read must be found in the target, else exit 1. Only an import's TARGET (and an
+export's OUTPUT file) is ever created: a store read that is not there (a mistyped path or
+``--schema``) is an error, checked before anything is opened for writing.
 """
 
 from __future__ import annotations
@@ -44,9 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parents=[schema],
         help="copy the items of SOURCE into TARGET",
         description=(
-            "Copy the live items of SOURCE into TARGET. Items whose id TARGET already holds "
-            "(in the same namespace) are left as they are. Then every item read is looked for "
-            "in TARGET: exit 1 if any is missing."
+            "Copy the live items of SOURCE into TARGET (created if need be), with their ids, "
+            "tags, metadata, times and written-back flag. Items whose id TARGET already holds "
+            "(in the same namespace) are left as they are. SOURCE must exist, and be read "
+            "whole (a broken line fails the import, naming it, before anything is written). "
+            "Then every item read is looked for in TARGET: exit 1 if any is missing."
         ),
     )
     importing.add_argument("source", metavar="SOURCE", help=_STORE_HELP)
@@ -63,8 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the items of STORE as JSONL",
         description=(
             "Write the live items of STORE, one JSON object per line (id, content, tags, "
-            "metadata, namespace, expires_at), to OUTPUT (a .jsonl file, appended to, ids "
-            "already there skipped) or to standard output. The count goes to standard error."
+            "metadata, namespace, expires_at, written_back, created_at), to OUTPUT (a .jsonl "
+            "file, appended to, ids already there skipped) or to standard output. The count "
+            "goes to standard error. STORE must exist (it is never created)."
         ),
     )
     exporting.add_argument("store", metavar="STORE", help=_STORE_HELP)
@@ -76,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "stats",
         parents=[schema],
         help="count the live items of STORE per namespace",
-        description="Count the live (unexpired) items of STORE, per namespace.",
+        description="Count the live (unexpired) items of STORE, per namespace. STORE must "
+        "exist (it is never created).",
     )
     stats.add_argument("store", metavar="STORE", help=_STORE_HELP)
     stats.set_defaults(action=_stats)
@@ -115,6 +122,30 @@ def _open(spec: str, args: argparse.Namespace, opened: list[Store]) -> Store:
     return store
 
 
+async def _existing(spec: str, args: argparse.Namespace, opened: list[Store]) -> Store:
+    """The store ``spec`` names, which must be there already: reading one that is not would
+    create it (an empty file, a schema), and report 0 items of a mistyped name."""
+    from composer.errors import PluginError, StoreError
+
+    store = _open(spec, args, opened)
+    exists = getattr(store, "exists", None)
+    if exists is None:
+        raise PluginError(
+            f"memory store {_shown(store)} has no exists(), which composer memory needs to "
+            "read it without creating it: upgrade the package that provides its kind"
+        )
+    if await exists():
+        return store
+    if getattr(store, "path", None) is None:
+        fix = f"check the database in the URL and --schema (here {args.schema!r})"
+    else:
+        fix = "check the path"
+    raise StoreError(
+        f"no memory store at {_shown(store)}: {fix}; nothing was created "
+        "(only `composer memory import` creates a store, its TARGET)"
+    )
+
+
 def _shown(store: Store) -> str:
     """A store as messages name it: its path, or its own repr (a database's host and name,
     never a password)."""
@@ -124,7 +155,8 @@ def _shown(store: Store) -> str:
 
 def _record(item: Any) -> dict[str, Any]:
     """The JSON object of one exported item: the fields of a JSONL store's line (a test
-    holds the two equal), ``namespace`` and ``expires_at`` only when set."""
+    holds the two equal), ``namespace``, ``expires_at``, ``written_back`` and ``created_at``
+    only when set."""
     record: dict[str, Any] = {
         "id": str(item.id),
         "content": item.content,
@@ -135,6 +167,11 @@ def _record(item: Any) -> dict[str, Any]:
         record["namespace"] = str(item.namespace)
     if item.expires_at is not None:
         record["expires_at"] = float(item.expires_at)
+    if getattr(item, "written_back", False) is True:
+        record["written_back"] = True
+    created = getattr(item, "created_at", None)
+    if isinstance(created, int | float) and not isinstance(created, bool):
+        record["created_at"] = float(created)
     return record
 
 
@@ -149,9 +186,14 @@ def _namespaces(counts: dict[str, int]) -> str:
 
 
 async def _import(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
-    source = _open(args.source, args, opened)
+    from composer.errors import StoreError
+
+    source = await _existing(args.source, args, opened)
+    try:
+        items = await source.export(args.namespace)
+    except StoreError as e:
+        raise StoreError(f"{e}; nothing was imported") from e
     target = _open(args.target, args, opened)
-    items = await source.export(args.namespace)
     if args.into is not None:
         items = [dataclasses.replace(item, namespace=args.into) for item in items]
     before = sum((await target.counts()).values())
@@ -176,8 +218,13 @@ async def _import(args: argparse.Namespace, output: Output, opened: list[Store])
 
 
 async def _export(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
-    store = _open(args.store, args, opened)
-    items = await store.export(args.namespace)
+    from composer.errors import StoreError
+
+    store = await _existing(args.store, args, opened)
+    try:
+        items = await store.export(args.namespace)
+    except StoreError as e:
+        raise StoreError(f"{e}; nothing was exported") from e
     if args.output == "-":
         for item in items:
             output.json(json.dumps(_record(item), ensure_ascii=False, default=str))
@@ -197,7 +244,7 @@ async def _export(args: argparse.Namespace, output: Output, opened: list[Store])
 
 
 async def _stats(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
-    store = _open(args.store, args, opened)
+    store = await _existing(args.store, args, opened)
     counts = await store.counts()
     output.print(f"{_shown(store)}: {sum(counts.values())} items in {len(counts)} namespaces")
     for name, n in sorted(counts.items()):

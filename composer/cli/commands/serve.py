@@ -138,6 +138,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="log every request: address, method, path, status, principal, time",
     )
+    parser.add_argument(
+        "--console",
+        action="store_true",
+        help="also serve a read-only web console at /console: the audit log's turns (each "
+        "principal its own), the providers' counts, the manifest (off by default)",
+    )
+    parser.add_argument(
+        "--console-preview",
+        action="store_true",
+        help="with --console: a form that runs one real turn of an instruction",
+    )
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
@@ -162,6 +173,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
         return USAGE
     if args.principals is not None and args.token_file is not None:
         output.error("composer serve: give --principals or --token-file, not both")
+        return USAGE
+    if args.console_preview and not args.console:
+        output.error("composer serve: --console-preview goes with --console")
         return USAGE
     if args.principal is not None and not (args.mcp_stdio and args.principals is not None):
         output.error("composer serve: --principal goes with --mcp-stdio and --principals")
@@ -305,6 +319,7 @@ def _serve_http(
         burst=max(1, int(args.rate_limit * 2)),
         host=args.host,
         access_log=args.access_log,
+        console=_console(args, service, principals, token),
     )
     soft = raise_descriptor_limit()
     limits = ConnectionLimits(
@@ -325,8 +340,10 @@ def _serve_http(
             guard = "bearer token required" if token else "no token: loopback only"
         workers = f", {args.workers} workers" if args.workers > 1 else ""
         state = f", state {service.state.describe()}" if service.state.shared else ""
+        console = f"; console at {url}/console" if args.console else ""
         output.print(
-            f"composer serve: listening on {url} ({guard}{workers}{state}); MCP at {url}/mcp"
+            f"composer serve: listening on {url} ({guard}{workers}{state}); "
+            f"MCP at {url}/mcp{console}"
         )
         output.out.flush()
 
@@ -345,3 +362,30 @@ def _serve_http(
     started(f"http://{f'[{host}]' if ':' in host else host}:{port}")
     if run_workers(args.workers, work) != 0:
         raise ServeError("a worker stopped by itself; the others were stopped")
+
+
+def _console(args: argparse.Namespace, service: Any, principals: Any, token: str | None) -> Any:
+    """The console's routes (``--console``), reading the manifest's own audit log (its file
+    or its PostgreSQL table; none with ``stdout``); None without ``--console``."""
+    if not args.console:
+        return None
+    from composer.cli.console import Console, TurnSource, console_mount
+    from composer.serve.principals import Principals
+
+    if principals is None and token is not None:
+        principals = Principals.single(token)
+    audit = service.manifest.runtime.audit
+    source = None
+    if audit is not None and audit.path is not None:
+        source = TurnSource(audit.path)
+    elif audit is not None and audit.postgres is not None:
+        source = TurnSource(audit.postgres.dsn, audit.postgres.db_schema)
+    return console_mount(
+        Console(
+            source,
+            principals=principals,
+            manifest=service.manifest,
+            env=args.env,
+            preview=args.console_preview,
+        )
+    )

@@ -20,7 +20,10 @@ __all__ = ["DESCRIPTION", "add_arguments", "run"]
 DESCRIPTION = (
     "Load MANIFEST (a file, or a folder of per-environment files with --env or "
     "--all-envs), apply extends and ${VAR}, validate every provider, its templates and "
-    "the files it names. Exit 0 when valid (warnings included), 1 when not. With "
+    "the files it names, and what the run needs on this machine (the audit file's folder, "
+    "each line of a memory seed, the extras a source, provider or runtime option imports, "
+    "an MCP server's command), starting or connecting to nothing. Exit 0 when valid "
+    "(warnings included), 1 when not. With "
     "--no-interpolate no variable is read (CI needs no secret) and the variables each "
     "environment needs are listed."
 )

@@ -1,0 +1,130 @@
+"""Where the console reads turns: one small seam over the audit log's reader
+(``composer.observe.audit_source``: a JSON Lines file, or a PostgreSQL table by its DSN).
+
+Every page reads turns through ``TurnSource`` and nothing else. Reads are bounded: a listing
+keeps only the lines it will show (``offset + limit``), a search for one turn a few; a file of
+any size is read a line at a time, and a table is read in pages of ``BATCH`` rows, at most
+``SCAN_ROWS`` of them for a filter SQL cannot apply (a provider, an outcome) or for counts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from composer.observe.audit_source import TurnPage
+    from composer.observe.record import AuditLine
+
+__all__ = ["BATCH", "SCAN_ROWS", "TurnSource"]
+
+BATCH = 500
+SCAN_ROWS = 10_000
+"""Rows of a table read at most for one page whose filter is applied here, not in SQL."""
+
+Keep = Callable[["AuditLine"], bool]
+
+
+@dataclass(frozen=True)
+class TurnSource:
+    """The turns of one audit log: a file path, or a DSN and the schema of its table.
+    A file that does not exist yet holds no turn. Read errors are ``AuditReadError``."""
+
+    location: str | Path
+    schema: str = "composer"
+
+    @property
+    def is_table(self) -> bool:
+        from composer.observe.audit_source import is_dsn
+
+        return is_dsn(self.location)
+
+    def lines(
+        self, *, principal: str | None = None, since: _dt.datetime | None = None
+    ) -> Iterator[AuditLine]:
+        """The turns of ``principal`` (None: everyone's) since ``since``: a file's all, oldest
+        first; a table's newest ``SCAN_ROWS``, newest first."""
+        if self.is_table:
+            yield from self._rows(principal, since)
+            return
+        from composer.observe.record import read_lines
+
+        earliest = since.isoformat() if since is not None else None
+        try:
+            for _, line in read_lines(Path(self.location)):
+                if isinstance(line, str):
+                    continue
+                if principal is not None and line.branch.principal != principal:
+                    continue
+                if earliest is not None and line.time < earliest:
+                    continue
+                yield line
+        except FileNotFoundError:
+            return
+
+    def newest(
+        self,
+        keep: Keep | None,
+        *,
+        limit: int,
+        offset: int = 0,
+        principal: str | None = None,
+        since: _dt.datetime | None = None,
+    ) -> tuple[list[AuditLine], int]:
+        """The newest turns of ``principal`` since ``since`` that ``keep`` accepts (None: all),
+        newest first, ``offset`` of them skipped; and how many match in all (in a table with
+        ``keep``: among the rows scanned)."""
+        if self.is_table and keep is None:
+            page = self._page(limit, offset, principal, since)
+            return page.lines, page.total
+        total = 0
+        lines = self.lines(principal=principal, since=since)
+        if self.is_table:  # newest first already: the first matches are the page
+            found: list[AuditLine] = []
+            for line in lines:
+                if keep is None or keep(line):
+                    total += 1
+                    if len(found) < offset + limit:
+                        found.append(line)
+            return found[offset:], total
+        kept: deque[AuditLine] = deque(maxlen=offset + limit)
+        for line in lines:
+            if keep is None or keep(line):
+                total += 1
+                kept.append(line)
+        return list(reversed(kept))[offset : offset + limit], total
+
+    def find(self, turn_id: str) -> AuditLine | None:
+        """The turn whose id is exactly ``turn_id`` (a prefix names none here: a page link
+        always holds the whole id), or None."""
+        from composer.observe.audit_source import LOOKUP_LIMIT, read_turns
+
+        if not self.is_table and not Path(self.location).exists():
+            return None
+        page = read_turns(self.location, schema=self.schema, limit=LOOKUP_LIMIT, turn=turn_id)
+        return next((line for line in page.lines if line.turn_id == turn_id), None)
+
+    def _rows(self, principal: str | None, since: _dt.datetime | None) -> Iterator[AuditLine]:
+        for offset in range(0, SCAN_ROWS, BATCH):
+            page = self._page(BATCH, offset, principal, since)
+            yield from page.lines
+            if len(page.lines) < BATCH:
+                return
+
+    def _page(
+        self, limit: int, offset: int, principal: str | None, since: _dt.datetime | None
+    ) -> TurnPage:
+        from composer.observe.audit_source import read_turns
+
+        return read_turns(
+            self.location,
+            schema=self.schema,
+            limit=limit,
+            offset=offset,
+            principal=principal,
+            since=since,
+        )

@@ -1,0 +1,38 @@
+"""``composer console AUDIT_FILE``: the console's pages over an audit log alone, on 127.0.0.1,
+with the turns real ``prepare_turn`` calls wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from cli.test_audit_list import write_turns
+from serve.console_setup import console_process
+
+from composer.cli.main import main
+
+
+async def test_it_serves_the_logs_turns_on_loopback_only(tmp_path: Path) -> None:
+    log = await write_turns(tmp_path, keep_text=True)
+    with console_process(str(log)) as url:
+        page = httpx.get(url + "/turns", timeout=30)
+        assert "2 turns" in page.text
+        assert "second one, much longer than the eight words ..." in page.text
+        assert "team-a" in page.text
+        assert httpx.get(url + "/manifest", timeout=30).status_code == 404  # no manifest here
+        # a rebound name (DNS rebinding to 127.0.0.1) never reaches a page
+        foreign = httpx.get(url + "/turns", headers={"host": "evil.example"}, timeout=30)
+        assert foreign.status_code == 421
+
+
+def test_an_unreachable_database_or_a_missing_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn = "postgresql://console:hunter2-pw@127.0.0.1:9/audit?connect_timeout=2"
+    assert main(["console", dsn]) == 1
+    said = capsys.readouterr().err
+    assert "composer console: " in said
+    assert "hunter2-pw" not in said  # a DSN is shown by its host, port and database only
+    assert main(["console", str(tmp_path / "nope.jsonl")]) == 1
+    assert "no such file" in capsys.readouterr().err
