@@ -32,7 +32,9 @@ DESCRIPTION = (
     "--token-var) or one per principal (--principals FILE, each principal's branch "
     "metadata bound); without a token it listens only on a loopback address. A shared "
     "memory store whose namespace reads anything a client states is refused unless "
-    "--principals binds it. Needs the serve extra: " + _EXTRA_HINT
+    "--principals binds it. Replicas behind a load balancer, or --workers N processes, "
+    "share each branch's turn count and last context through --state (PostgreSQL or "
+    "Redis). Needs the serve extra: " + _EXTRA_HINT
 )
 
 
