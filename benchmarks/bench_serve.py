@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -87,12 +87,16 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
+def start_server(extra: Sequence[str] = ()) -> tuple[subprocess.Popen[str], str]:
+    """``composer serve configs --env dev EXTRA`` once ready; the process and its URL."""
     command = [sys.executable, "-m", "composer", "serve", str(REPO / "configs")]
-    command += ["--env", "dev", "--port", "0", "--rate-limit", "0"]
+    command += ["--env", "dev", "--port", "0", "--rate-limit", "0", *extra]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
     assert process.stdout is not None
     line = process.stdout.readline()
+    if "listening on " not in line:
+        process.kill()
+        raise RuntimeError(f"composer serve did not start: {line!r}")
     url = line.split("listening on ", 1)[1].split()[0]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -346,6 +346,17 @@ def test_every_yaml_example_loads(
         assert commands
         for command in commands:
             _parses(block, command)
+    elif "apiVersion" in data:  # a Kubernetes List: each container's composer command parses
+        containers = [
+            container
+            for item in data["items"]
+            if item["kind"] == "Deployment"
+            for container in item["spec"]["template"]["spec"]["containers"]
+        ]
+        commands = [shlex.join(c["command"] + c.get("args", [])) for c in containers]
+        assert commands, block.where
+        for command in commands:
+            _parses(block, command)
     else:
         base = yaml.safe_load((configs / "base.yaml").read_text())
         manifest = data if "version" in data else _written_into(base, data)

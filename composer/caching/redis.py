@@ -18,12 +18,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from composer.caching.store import MISS, _Miss
-from composer.errors import ProviderError
+from composer.errors import ComposerError, ProviderError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["RedisCache"]
+__all__ = ["RedisCache", "close_loop_client", "loop_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,29 +73,10 @@ class RedisCache:
     async def aclose(self) -> None:
         """Close the running loop's client; clients of other loops are dropped."""
         clients, self._clients = self._clients, {}
-        client = clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        await close_loop_client(clients)
 
     def _client(self) -> Redis:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            try:
-                from redis.asyncio import Redis
-            except ImportError as e:
-                raise ProviderError(
-                    "runtime.cache.redis needs the redis client: "
-                    "pip install 'context-composer[redis]'"
-                ) from e
-            client = Redis.from_url(
-                self.url,
-                socket_timeout=self.timeout_s,
-                socket_connect_timeout=self.timeout_s,
-                retry_on_timeout=False,
-            )
-            self._clients[loop] = client
-        return client
+        return loop_client(self._clients, self.url, self.timeout_s, "runtime.cache.redis")
 
     def _failed(self, error: Exception) -> None:
         if isinstance(error, ProviderError):
@@ -108,3 +89,39 @@ class RedisCache:
                 type(error).__name__,
             )
         self._failing = True
+
+
+def loop_client(
+    clients: dict[asyncio.AbstractEventLoop, Redis],
+    url: str,
+    timeout_s: float,
+    needed_by: str,
+    error: type[ComposerError] = ProviderError,
+) -> Redis:
+    """The running loop's client in ``clients`` (a ``redis.asyncio`` client belongs to the
+    loop it first ran in), made on first use; ``error`` names ``needed_by`` when the
+    ``redis`` extra is missing."""
+    loop = asyncio.get_running_loop()
+    client = clients.get(loop)
+    if client is None:
+        try:
+            from redis.asyncio import Redis
+        except ImportError as e:
+            raise error(
+                f"{needed_by} needs the redis client: pip install 'context-composer[redis]'"
+            ) from e
+        client = Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry_on_timeout=False,
+        )
+        clients[loop] = client
+    return client
+
+
+async def close_loop_client(clients: dict[asyncio.AbstractEventLoop, Redis]) -> None:
+    """Close the running loop's client in ``clients``; the others belong to loops gone."""
+    client = clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()

@@ -5,7 +5,11 @@
   ``responses``, its body ``models`` and its ``openapi`` document;
 * ``mcp_server``: the same turn as an MCP server, over stdio or streamable HTTP;
 * ``options``: ``ServeOptions``, how both servers guard themselves;
-* ``runner``: listening (loopback unless there is a token) and graceful shutdown.
+* ``runner``: listening (loopback unless there is a token) and graceful shutdown;
+* ``state``: what the server remembers of each branch (turn counts, last context), in the
+  process or shared by replicas in PostgreSQL (``state_postgres``) or Redis
+  (``state_redis``), the one a URL names opened by ``state_open``; ``workers``:
+  ``--workers N`` processes on one socket.
 
 ``async with ContextService(manifest) as service:`` closes every branch's registry and then
 the manifest on the way out: the service takes the manifest it is given, as the servers take

@@ -109,6 +109,7 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
         return JsonResponse({"status": "ok"})
 
     async def ready(request: Request) -> Response:
+        await service.check_state()
         readiness = service.readiness()
         status = 200 if readiness.status == "ready" else 503
         return JsonResponse(readiness.model_dump(mode="json"), status_code=status)

@@ -5,7 +5,8 @@
   exactly what ``composer preview`` prints for the same system text), with ``stable_prefix``
   placement the turn's context block, and the instruction;
 * resource template ``composer://branches/{branch_id}/context``: the composed text of that
-  branch's last turn, for the caller's own branches only;
+  branch's last turn, for the caller's own branches only (with ``--state``, whichever replica
+  served it);
 * tool ``preview_turn(instruction, system?, branch?, guidance?, metadata?)``: runs one turn and
   returns the guidance and the report (the ADR's four lists and the typed outcomes) as
   structured data.
@@ -180,11 +181,14 @@ def mcp_server(service: ContextService, *, principal: Principal | None = None) -
         "last turn; only the caller's own branches.",
         mime_type="text/plain",
     )
-    def branch_context(branch_id: str, ctx: Context) -> str:
-        text = service.last_guidance(branch_id, caller(ctx))
-        if text is None:
+    async def branch_context(branch_id: str, ctx: Context) -> str:
+        try:
+            last = await service.last_turn(branch_id, caller(ctx))
+        except RequestRefused as e:
+            raise ResourceNotFoundError(str(e)) from None
+        if last is None or last.guidance is None:
             raise ResourceNotFoundError(f"branch {branch_id!r} has no composed turn yet")
-        return text
+        return service.manifest.redact(last.guidance)
 
     @server.tool(
         name="preview_turn",

@@ -30,6 +30,7 @@ __all__ = [
     "OutcomeOut",
     "Readiness",
     "ReportOut",
+    "StateOut",
     "TurnRequest",
     "TurnResponse",
     "WritebackBranch",
@@ -231,6 +232,15 @@ class Health(_Body):
     status: Literal["ok"] = "ok"
 
 
+class StateOut(_Body):
+    """Where the server keeps its branches' turn counts and last context."""
+
+    kind: Literal["process", "postgres", "redis"]
+    where: str = Field(description="The store, its password masked.")
+    shared: bool = Field(description="Whether every replica sees it (`--state`).")
+    error: str | None = Field(None, description="Why the store did not answer, if it did not.")
+
+
 class AuditSinkStatus(_Body):
     """The audit sink as a probe sees it: never where it writes (no path, no DSN)."""
 
@@ -251,6 +261,9 @@ class Readiness(_Body):
     warm_up_failures: dict[str, str] = Field(
         default_factory=dict,
         description="Providers whose warm-up failed (they fail again, contained, in their turns).",
+    )
+    state: StateOut | None = Field(
+        None, description="The branch state store: not ready while a shared one does not answer."
     )
     audit: AuditSinkStatus | None = Field(
         None,

@@ -10,29 +10,34 @@ Each call is made for a ``Principal`` (the server authenticated it): its bound m
 merged over the branch the request states (``bind``), its branches are its own (team a's
 ``inc-1`` and team b's ``inc-1`` are two branches), and ``current_principal`` names it to the
 engine while the turn runs (cache keys, audit lines, spans). Each branch's turns are counted
-here, beside the branches (a count outlives its branch's eviction), so a writeback knows
-which turn it belongs to: a retry of one turn's writeback stores nothing twice, the same
-tool result in a later turn is stored again.
+by the service's ``StateStore`` (``composer.serve.state``), so a writeback knows which turn it
+belongs to: a retry of one turn's writeback stores nothing twice, the same tool result in a
+later turn is stored again. By default the counts are the process's own (a count outlives its
+branch's eviction); with a shared store (PostgreSQL, Redis) every replica counts in it, keeps
+each branch's last name, metadata and composed text there, and so can serve any turn or
+writeback of any branch with the same result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from composer.build import attach, build_registry
-from composer.errors import RequestRefused
+from composer.errors import RequestRefused, ServeError
 from composer.manifest import Manifest
 from composer.principal import Principal, current_principal
-from composer.serve.branches import BranchEntry, BranchStore, TurnCounter
+from composer.serve.branches import BranchEntry, BranchStore
 from composer.serve.models import (
     AuditSinkStatus,
     ManifestOut,
     Readiness,
     ReportOut,
+    StateOut,
     TurnRequest,
     TurnResponse,
     WritebackRequest,
@@ -40,12 +45,18 @@ from composer.serve.models import (
     WritebackResultOut,
 )
 from composer.serve.principals import LOCAL_PRINCIPAL, bind
+from composer.serve.state import BranchRecord, ProcessState, StateStore, report_summary
 from composer.serve.tenancy import check_isolation
 from composer.turn import Branch, Instruction, prepare_turn, render_guidance
 
 __all__ = ["ContextService", "mask_strings"]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+STATE_CHECK_S = 1.0
+"""How long readiness trusts its last look at the state store."""
 
 
 class _ServedBranch(Branch):
@@ -72,6 +83,7 @@ class ContextService:
         max_branches: int = 1000,
         idle_ttl_s: float = 3600.0,
         principals: Sequence[Principal] = (LOCAL_PRINCIPAL,),
+        state: StateStore | None = None,
     ) -> None:
         check_isolation(manifest, principals)
         self.manifest = manifest
@@ -81,7 +93,9 @@ class ContextService:
         )
         self.ready = False
         self.warm_up_failures: dict[str, str] = {}
-        self._turns = TurnCounter(max(100_000, 10 * max_branches))
+        self.state: StateStore = state or ProcessState(max(100_000, 10 * max_branches))
+        self.state_error: str | None = None
+        self._state_checked = -STATE_CHECK_S
 
     def _new_branch(self, key: str) -> BranchEntry:
         branch = _ServedBranch(None)
@@ -107,12 +121,45 @@ class ContextService:
         except Exception:
             logger.warning("warm-up failed; serving anyway", exc_info=True)
             self.ready = True
-        await self.branches.sweep_every(max(1.0, min(60.0, self.branches.idle_ttl_s / 2)))
+        every = max(1.0, min(60.0, self.branches.idle_ttl_s / 2))
+        sweeps = [self.branches.sweep_every(every)]
+        if self.state.shared:
+            sweeps.append(self._sweep_state(every))
+        await asyncio.gather(*sweeps)
+
+    async def _sweep_state(self, seconds: float) -> None:
+        while True:
+            try:
+                await self.state.sweep()
+            except Exception as e:
+                logger.warning("sweeping the branch state failed (%s)", type(e).__name__)
+            await asyncio.sleep(seconds)
+
+    async def check_state(self) -> None:
+        """Ask the state store whether it answers, for readiness (``state_error``); at most
+        once a second, so that probes (open to anyone) never load the store."""
+        now = time.monotonic()
+        if not self.state.shared or now - self._state_checked < STATE_CHECK_S:
+            return
+        self._state_checked = now
+        try:
+            await self.state.check()
+        except Exception as e:
+            self.state_error = _failure(e)
+        else:
+            self.state_error = None
 
     def readiness(self) -> Readiness:
+        ready = self.ready and self.state_error is None
         return Readiness(
-            status="ready" if self.ready else "starting",
+            status="ready" if ready else "starting",
             warm_up_failures=dict(self.warm_up_failures),
+            state=StateOut(
+                kind=self.state.kind,
+                where=self.state.describe(),
+                shared=self.state.shared,
+                error=self.state_error,
+            ),
             audit=self._audit_status(),
         )
 
@@ -148,7 +195,10 @@ class ContextService:
             branch.name = request.branch.name
             branch.metadata = metadata
             branch.system = request.system
-            cast(_ServedBranch, branch).turn_key = self._turns.next(key, f"{principal.name}:")
+            slot = await self._stated(
+                self.state.begin(principal.name, branch.id, branch.name, metadata)
+            )
+            cast(_ServedBranch, branch).turn_key = f"{principal.name}:{slot.key}"
             scope = current_principal.set(principal)
             try:
                 turn = await prepare_turn(branch, instruction)
@@ -156,11 +206,17 @@ class ContextService:
                 current_principal.reset(scope)
                 branch.messages.clear()  # no history is kept: the agent has its own
             entry.last_guidance = turn.guidance
-        report = ReportOut.of(turn.report) if turn.report is not None else None
-        response = TurnResponse(
-            branch_id=branch.id, guidance=turn.guidance, report=report, context=turn.context
-        )
-        return self.masked(response.model_dump(mode="json"))
+            report = ReportOut.of(turn.report) if turn.report is not None else None
+            response = TurnResponse(
+                branch_id=branch.id, guidance=turn.guidance, report=report, context=turn.context
+            )
+            answer = self.masked(response.model_dump(mode="json"))
+            if self.state.shared:
+                summary = report_summary(answer["report"])
+                await self._stated(
+                    self.state.finish(principal.name, branch.id, slot, answer["guidance"], summary)
+                )
+        return answer
 
     async def writeback(
         self, branch_id: str, request: WritebackRequest, principal: Principal = LOCAL_PRINCIPAL
@@ -175,7 +231,10 @@ class ContextService:
         """
         stated = request.branch
         key = _key(principal, branch_id)
-        if stated is None and key not in self.branches:
+        record = None
+        if stated is None and self.state.shared:  # its last turn may be another replica's
+            record = await self._stated(self.state.recall(principal.name, branch_id))
+        if stated is None and key not in self.branches and record is None:
             raise RequestRefused(
                 409,
                 "unknown_branch",
@@ -188,7 +247,11 @@ class ContextService:
             if stated is not None:
                 branch.name = stated.name
                 branch.metadata = metadata or {}
-            cast(_ServedBranch, branch).turn_key = self._turns.current(key, f"{principal.name}:")
+            elif record is not None:  # as its last turn left it, on whichever replica
+                branch.name = record.name
+                branch.metadata = bind(principal, record.metadata)
+            current = await self._stated(self.state.current(principal.name, branch_id))
+            cast(_ServedBranch, branch).turn_key = f"{principal.name}:{current}"
             scope = current_principal.set(principal)
             try:
                 results = await entry.registry.writeback_results(branch, request.action_responses)
@@ -211,6 +274,39 @@ class ContextService:
             return None
         return self.manifest.redact(entry.last_guidance)
 
+    async def last_turn(
+        self, branch_id: str, principal: Principal = LOCAL_PRINCIPAL
+    ) -> BranchRecord | None:
+        """What is known of the principal's branch's last turn, whichever replica served it:
+        the shared store's record, else (in-process state) the kept branch's."""
+        if self.state.shared:
+            return await self._stated(self.state.recall(principal.name, branch_id))
+        entry = self.branches.peek(_key(principal, branch_id))
+        if entry is None:
+            return None
+        return BranchRecord(
+            principal=principal.name,
+            branch_id=branch_id,
+            name=entry.branch.name,
+            metadata=dict(entry.branch.metadata),
+            epoch="",
+            turns=0,
+            guidance=entry.last_guidance,
+        )
+
+    async def _stated(self, call: Awaitable[_T]) -> _T:
+        """``call`` on the state store; a store that fails makes the request a 503."""
+        try:
+            return await call
+        except ServeError:
+            raise
+        except Exception as e:
+            self.state_error = _failure(e)
+            logger.warning("the branch state store failed: %s", self.state_error)
+            raise RequestRefused(
+                503, "state_unavailable", "the branch state store did not answer; try again"
+            ) from None
+
     def manifest_document(self) -> dict[str, Any]:
         """The effective manifest; ``Secret`` values serialise as ``***`` by themselves."""
         manifest = self.manifest
@@ -227,11 +323,14 @@ class ContextService:
         return masked
 
     async def aclose(self) -> None:
-        """Close every branch's registry, then the manifest's shared state."""
+        """Close every branch's registry, the state store, then the manifest's shared state."""
         try:
             await self.branches.aclose()
         finally:
-            await self.manifest.aclose()
+            try:
+                await self.state.aclose()
+            finally:
+                await self.manifest.aclose()
 
     async def __aenter__(self) -> ContextService:
         return self
@@ -243,6 +342,12 @@ class ContextService:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _failure(error: Exception) -> str:
+    """What readiness and the log say of a store's failure: its kind, never its message (a
+    driver's message may quote the DSN, and with it a password)."""
+    return f"{type(error).__name__}: the state store did not answer"
 
 
 def _key(principal: Principal, branch_id: str) -> str:

@@ -7,51 +7,18 @@ gets its own key prefix.
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from memory.services import (
-    DEFAULT_REDIS_URL,
-    open_kind,
-    postgres_schema,
-    postgres_server,
-    redis_answers,
-    require_redis_extra,
-    throwaway_redis,
-)
+from memory.services import open_kind
+from memory.stores_fixtures import pg_schema, postgres_dsn, redis_url
 
 from builtin_providers.stores import ItemStore
 
 STORE_KINDS = ["jsonl", "sqlite", "postgres"]
 RANKED_KINDS = ["sqlite", "postgres"]
-
-
-@pytest.fixture(scope="session")
-def postgres_dsn() -> Iterator[str]:
-    """A PostgreSQL server that answers: the configured one, else a throwaway cluster."""
-    with postgres_server() as dsn:
-        yield dsn
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """A Redis server that answers: the configured one, else a throwaway redis-server."""
-    require_redis_extra()
-    url = os.environ.get("COMPOSER_TEST_REDIS_URL", DEFAULT_REDIS_URL)
-    if redis_answers(url):
-        yield url
-        return
-    with throwaway_redis() as started:
-        yield started
-
-
-@pytest.fixture
-def pg_schema(postgres_dsn: str) -> Iterator[str]:
-    """A schema name no other test uses; dropped afterwards."""
-    with postgres_schema(postgres_dsn) as schema:
-        yield schema
+__all__ = ["pg_schema", "postgres_dsn", "redis_url"]  # the servers' fixtures, for this folder
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -45,6 +45,7 @@ __all__ = [
     "postgres_schema",
     "postgres_server",
     "redis_answers",
+    "redis_prefix_of",
     "require_postgres_extra",
     "require_redis_extra",
     "throwaway_postgres",
@@ -249,6 +250,25 @@ def throwaway_redis() -> Iterator[str]:
         process.terminate()
         process.wait(timeout=30)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def redis_prefix_of(url: str) -> Iterator[str]:
+    """A word no other test uses (``t<pid>_<random>``) for key prefixes; every key holding
+    it is removed afterwards."""
+    import redis
+
+    word = f"t{os.getpid()}_{uuid.uuid4().hex[:10]}"
+    try:
+        yield word
+    finally:
+        client = redis.Redis.from_url(url)
+        try:
+            keys = list(client.scan_iter(match=f"*{word}*"))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
 
 
 def open_kind(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> ItemStore:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +33,9 @@ DESCRIPTION = (
     "--token-var) or one per principal (--principals FILE, each principal's branch "
     "metadata bound); without a token it listens only on a loopback address. A shared "
     "memory store whose namespace reads anything a client states is refused unless "
-    "--principals binds it. Needs the serve extra: " + _EXTRA_HINT
+    "--principals binds it. Replicas behind a load balancer, or --workers N processes, "
+    "share each branch's turn count and last context through --state (PostgreSQL or "
+    "Redis). Needs the serve extra: " + _EXTRA_HINT
 )
 
 
@@ -115,6 +119,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "X-Forwarded-For then names the client for rate limits and the access log",
     )
     parser.add_argument(
+        "--state",
+        metavar="URL",
+        help="keep each branch's turn count and last context in PostgreSQL (postgresql://...) "
+        "or Redis (redis://...), shared by every replica, instead of in the process; "
+        "'${NAME}' reads the URL from that variable (keeps a password off the command line)",
+    )
+    parser.add_argument(
+        "--state-schema",
+        default="composer_state",
+        metavar="NAME",
+        help="with --state: the PostgreSQL schema, or the Redis key prefix (composer_state)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve with N processes on one socket (1); above 1 needs --state",
+    )
+    parser.add_argument(
         "--access-log",
         action="store_true",
         help="log every request: address, method, path, status, principal, time",
@@ -161,6 +185,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if args.principal is not None and not (args.mcp_stdio and args.principals is not None):
         output.error("composer serve: --principal goes with --mcp-stdio and --principals")
         return USAGE
+    refused = _workers_refused(args)
+    if refused is not None:
+        output.error(f"composer serve: {refused}")
+        return USAGE
     manifest = manifest_from(args, output)
     if manifest is None:
         return FAILURE
@@ -174,6 +202,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
             max_branches=args.max_branches,
             idle_ttl_s=args.branch_ttl,
             principals=_callers(args, principals, token),
+            state=_state(args),
         )
         with log_records_to(output, manifest.redact, live=True):
             if args.mcp_stdio:
@@ -191,6 +220,68 @@ def run(args: argparse.Namespace, output: Output) -> int:
         output.error(manifest.redact(f"composer serve: {e}"))
         return FAILURE
     return SUCCESS
+
+
+def _workers_refused(args: argparse.Namespace) -> str | None:
+    """Why ``--workers`` cannot be as asked, or None."""
+    from composer.serve.workers import MAX_WORKERS
+
+    if not 1 <= args.workers <= MAX_WORKERS:
+        return f"--workers must be between 1 and {MAX_WORKERS}"
+    if args.workers == 1:
+        return None
+    if args.state is None:
+        return (
+            "--workers above 1 needs --state postgresql://... or redis://...: each worker is a "
+            "process of its own, and a branch's turns must be counted in one place"
+        )
+    if args.mcp_stdio:
+        return "--workers goes with HTTP, not --mcp-stdio"
+    if not hasattr(os, "fork"):
+        return "--workers needs fork(), which this platform lacks; run several servers"
+    return None
+
+
+def _state(args: argparse.Namespace) -> Any:
+    """The state store ``--state`` names (checked once now: a wrong URL fails the start), or
+    the process's own."""
+    import asyncio
+
+    from composer.errors import ServeError
+    from composer.serve.state_open import open_state
+
+    url = args.state
+    if url is None:
+        return open_state(None, max_records=max(100_000, 10 * args.max_branches))
+    named = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", url)
+    if named is not None:
+        from composer.manifest.settings import load_settings
+
+        url = load_settings().variables().get(named[1])
+        if not url:
+            raise ServeError(f"--state {args.state}: the variable is not set")
+    state = open_state(
+        url,
+        schema=args.state_schema,
+        max_records=max(100_000, 10 * args.max_branches),
+        ttl_s=max(3600.0, 10 * args.branch_ttl),
+    )
+
+    async def probe() -> None:
+        try:
+            await state.check()
+        finally:
+            await state.aclose()
+
+    try:
+        asyncio.run(probe())
+    except ServeError:
+        raise
+    except Exception as e:
+        raise ServeError(
+            f"--state {state.describe()}: the store did not answer ({type(e).__name__})"
+        ) from None
+    return state
 
 
 def _principals(args: argparse.Namespace) -> tuple[Any, str | None]:
@@ -235,7 +326,6 @@ def _serve_http(
         access_log=args.access_log,
         console=_console(args, service, principals, token),
     )
-    app = create_app(service, options)
     soft = raise_descriptor_limit()
     limits = ConnectionLimits(
         request_s=args.request_timeout,
@@ -253,11 +343,30 @@ def _serve_http(
             guard = f"{counted(len(principals.principals), 'principal')}, bearer token required"
         else:
             guard = "bearer token required" if token else "no token: loopback only"
+        workers = f", {args.workers} workers" if args.workers > 1 else ""
+        state = f", state {service.state.describe()}" if service.state.shared else ""
         console = f"; console at {url}/console" if args.console else ""
-        output.print(f"composer serve: listening on {url} ({guard}); MCP at {url}/mcp{console}")
+        output.print(
+            f"composer serve: listening on {url} ({guard}{workers}{state}); "
+            f"MCP at {url}/mcp{console}"
+        )
         output.out.flush()
 
-    serve(app, sock, limits=limits, forwarded_allow_ips=args.forwarded_allow_ips, started=started)
+    def work(started: Any = None) -> None:
+        app = create_app(service, options)  # in each worker: its own app and session manager
+        forwarded = args.forwarded_allow_ips
+        serve(app, sock, limits=limits, forwarded_allow_ips=forwarded, started=started)
+
+    if args.workers == 1:
+        work(started)
+        return
+    from composer.errors import ServeError
+    from composer.serve.workers import run_workers
+
+    host, port = sock.getsockname()[:2]
+    started(f"http://{f'[{host}]' if ':' in host else host}:{port}")
+    if run_workers(args.workers, work) != 0:
+        raise ServeError("a worker stopped by itself; the others were stopped")
 
 
 def _console(args: argparse.Namespace, service: Any, principals: Any, token: str | None) -> Any:

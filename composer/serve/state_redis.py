@@ -1,0 +1,159 @@
+"""Branch state in Redis (``composer serve --state redis://...``), shared by replicas.
+
+Each branch is one hash, ``{PREFIX}:b:PRINCIPAL/BRANCH``, expiring ``ttl_s`` after its last
+turn (Redis ``PEXPIRE``); a sorted set ``{PREFIX}:index`` orders them by last use, so the sweep
+drops the least recently used over ``max_records``. A turn is counted in one script
+(``HINCRBY``, the epoch drawn only when the hash is new), so replicas counting the same
+branch at once get two numbers. The prefix is a hash tag: in a cluster every key of one
+server's state is in one slot, as the scripts need. The ``redis`` client comes from the
+``redis`` extra, imported on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from composer.caching.redis import close_loop_client, loop_client
+from composer.errors import ServeError
+from composer.serve.state import BranchRecord, SharedState, TurnSlot, cut, mask_url
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["RedisState"]
+
+_BEGIN = """
+local key = KEYS[1]
+if redis.call('EXISTS', key) == 0 then
+  redis.call('HSET', key, 'epoch', ARGV[1], 'turns', 0, 'guided', 0, 'principal', ARGV[5])
+end
+local count = redis.call('HINCRBY', key, 'turns', 1)
+local now = redis.call('TIME')
+redis.call('HSET', key, 'name', ARGV[2], 'metadata', ARGV[3], 'updated_at', now[1])
+redis.call('PEXPIRE', key, ARGV[4])
+redis.call('ZADD', KEYS[2], now[1] + now[2] / 1000000, ARGV[6])
+return {redis.call('HGET', key, 'epoch'), count}
+"""
+
+_FINISH = """
+local key = KEYS[1]
+if redis.call('HGET', key, 'epoch') ~= ARGV[1] then return 0 end
+if tonumber(redis.call('HGET', key, 'guided') or '0') >= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', key, 'guided', ARGV[2], 'guidance', ARGV[3], 'report', ARGV[4])
+return 1
+"""
+
+
+class RedisState(SharedState):
+    """Branch records under a key prefix in one Redis database."""
+
+    kind = "redis"
+    shared = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "composer_state",
+        max_records: int = 100_000,
+        ttl_s: float = 36_000.0,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.prefix = "{" + prefix + "}"
+        self.max_records = max_records
+        self.ttl_s = ttl_s
+        self.timeout_s = timeout_s
+        # A redis.asyncio client belongs to the event loop it first ran in.
+        self._clients: dict[asyncio.AbstractEventLoop, Redis] = {}
+
+    def __repr__(self) -> str:
+        return f"RedisState({self.describe()!r})"
+
+    def describe(self) -> str:
+        return f"{mask_url(self.url)} prefix {self.prefix}"
+
+    def _key(self, principal: str, branch_id: str) -> str:
+        return f"{self.prefix}:b:{principal}/{branch_id}"
+
+    async def begin(
+        self, principal: str, branch_id: str, name: str | None, metadata: dict[str, Any]
+    ) -> TurnSlot:
+        epoch, count = await self._client().eval(
+            _BEGIN,
+            2,
+            self._key(principal, branch_id),
+            f"{self.prefix}:index",
+            secrets.token_hex(4),
+            json.dumps(name),
+            json.dumps(metadata),
+            max(1, round(self.ttl_s * 1000)),
+            principal,
+            f"{principal}/{branch_id}",
+        )
+        return TurnSlot(_text(epoch), int(count))
+
+    async def finish(
+        self,
+        principal: str,
+        branch_id: str,
+        slot: TurnSlot,
+        guidance: str | None,
+        report: dict[str, Any] | None,
+    ) -> None:
+        await self._client().eval(
+            _FINISH,
+            1,
+            self._key(principal, branch_id),
+            slot.epoch,
+            slot.count,
+            json.dumps(cut(guidance)),
+            json.dumps(report),
+        )
+
+    async def recall(self, principal: str, branch_id: str) -> BranchRecord | None:
+        raw = await self._client().hgetall(self._key(principal, branch_id))
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        if fields.get("principal") != principal or "epoch" not in fields:
+            return None
+        return BranchRecord(
+            principal=principal,
+            branch_id=branch_id,
+            name=json.loads(fields.get("name", "null")),
+            metadata=json.loads(fields.get("metadata", "{}")),
+            epoch=fields["epoch"],
+            turns=int(fields.get("turns", "0")),
+            guidance=json.loads(fields.get("guidance", "null")),
+            report=json.loads(fields.get("report", "null")),
+            updated_at=float(fields.get("updated_at", "0")),
+        )
+
+    async def check(self) -> None:
+        await self._client().ping()
+
+    async def sweep(self) -> None:
+        client = self._client()
+        index = f"{self.prefix}:index"
+        now, micro = await client.time()
+        await client.zremrangebyscore(index, "-inf", now + micro / 1e6 - self.ttl_s)
+        over = int(await client.zcard(index)) - self.max_records
+        if over > 0:
+            oldest: list[Any] = list(await client.zpopmin(index, over))
+            names = [_text(pair[0]) for pair in oldest]
+            if names:
+                await client.delete(*(f"{self.prefix}:b:{name}" for name in names))
+
+    async def aclose(self) -> None:
+        """Close the running loop's client; clients of other loops are dropped."""
+        clients, self._clients = self._clients, {}
+        await close_loop_client(clients)
+
+    def _client(self) -> Redis:
+        return loop_client(self._clients, self.url, self.timeout_s, "--state redis://", ServeError)
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
