@@ -42,9 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--schema",
         default="composer",
-        help="with a DSN: the schema of runtime.audit.postgres (composer)",
+        help="with a DSN: the schema of runtime.audit.postgres",
     )
-    parser.add_argument("--port", type=int, default=8081, help="port (8081; 0: any free port)")
+    parser.add_argument("--port", type=int, default=8081, help="port; 0: any free port")
 
 
 def run(args: argparse.Namespace, output: Output) -> int:

@@ -129,14 +129,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--state-schema",
         default="composer_state",
         metavar="NAME",
-        help="with --state: the PostgreSQL schema, or the Redis key prefix (composer_state)",
+        help="with --state: the PostgreSQL schema, or the Redis key prefix",
     )
     parser.add_argument(
         "--workers",
         type=int,
         default=1,
         metavar="N",
-        help="serve with N processes on one socket (1); above 1 needs --state",
+        help="serve with N processes on one socket; above 1 needs --state",
     )
     parser.add_argument(
         "--access-log",
