@@ -124,7 +124,12 @@ class Console:
         if scheme.lower() == "bearer":
             return self.principals.authenticate(value.strip().encode("latin-1"))
         cookie = request.cookies.get(COOKIE)
-        return self.sessions.principal(cookie) if cookie else None
+        session = self.sessions.check(cookie, self.principals) if cookie else None
+        if session is None:
+            return None
+        if session.renewed is not None:
+            request.state.renewed_session = session.renewed  # set on the answer by its route
+        return session.principal
 
     def sees(self, principal: Principal, line: AuditLine) -> bool:
         """Whether ``principal`` may see the turn of ``line``: its own turns only."""
@@ -180,24 +185,29 @@ class Console:
         if principal is None:
             return self.page(request, "login.html", 401, error="That token is not valid.")
         response = RedirectResponse(f"{PREFIX}/turns", 303, headers=HEADERS)
+        self.set_session(request, response, self.sessions.open(principal, self.principals))
+        return response
+
+    def set_session(self, request: Request, response: Response, value: str) -> None:
+        """The session cookie on ``response``: script cannot read it, no other site's page
+        sends it, only the console's paths get it, and over https only https does."""
         response.set_cookie(
             COOKIE,
-            self.sessions.open(principal),
+            value,
             max_age=int(self.sessions.ttl_s),
             path=PREFIX,
             secure=request.url.scheme == "https",
             httponly=True,
             samesite="strict",
         )
-        return response
 
     async def logout(self, request: Request) -> Response:
         refused = _foreign_post(request)
         if refused is not None:
             return refused
         cookie = request.cookies.get(COOKIE)
-        if cookie:
-            self.sessions.close(cookie)
+        if cookie and self.principals is not None:
+            self.sessions.close(cookie, self.principals)
         response = RedirectResponse(f"{PREFIX}/login", 303, headers=HEADERS)
         response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
         return response
@@ -454,9 +464,13 @@ def console_mount(console: Console) -> Mount:
     def route(path: str, endpoint: Endpoint, method: str) -> Route:
         async def answer(request: Request) -> Response:
             try:
-                return await endpoint(request)
+                response = await endpoint(request)
             except AuditReadError as e:
-                return console.message(request, 503, "The audit log cannot be read", str(e))
+                response = console.message(request, 503, "The audit log cannot be read", str(e))
+            renewed = getattr(request.state, "renewed_session", None)
+            if renewed is not None and "set-cookie" not in response.headers:
+                console.set_session(request, response, renewed)  # a sliding idle deadline
+            return response
 
         return Route(path, answer, methods=[method])
 
