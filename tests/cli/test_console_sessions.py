@@ -4,11 +4,13 @@ time and size, refused when edited, ended by rotating its principal's token."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from composer.cli.console.sessions import MAX_COOKIE, Sessions
+from composer.cli.console.sessions import CONTEXT, MAX_COOKIE, Sessions
 from composer.principal import Principal
 from composer.serve.principals import Principals
 
@@ -35,18 +37,21 @@ def test_a_session_lasts_its_lifetime_and_idles_out_without_requests() -> None:
     value = sessions.open(A, PRINCIPALS)
     assert len(value) <= MAX_COOKIE
     opened = sessions.check(value, PRINCIPALS)
-    assert opened is not None and opened.principal == A
+    assert opened is not None
+    assert opened.principal == A
     assert opened.renewed is None  # not yet due: no new cookie on every request
     clock.now += 299
     due = sessions.check(value, PRINCIPALS)
-    assert due is not None and due.renewed is not None
+    assert due is not None
+    assert due.renewed is not None
     clock.now += 2
     assert sessions.check(value, PRINCIPALS) is None  # the old cookie idled out
     value = due.renewed
     for _ in range(2):  # each renewal moves the idle deadline on ...
         clock.now += 250
         session = sessions.check(value, PRINCIPALS)
-        assert session is not None and session.renewed is not None
+        assert session is not None
+        assert session.renewed is not None
         value = session.renewed
     clock.now += 198  # 999 s after login, 198 s after the last renewal
     assert sessions.check(value, PRINCIPALS) is not None
@@ -59,8 +64,10 @@ def test_another_process_with_the_same_principals_accepts_the_cookie() -> None:
     value = Sessions(clock=clock).open(B, PRINCIPALS)
     again = Principals((A, B), (TOKEN_A, TOKEN_B))  # another worker loaded the same file
     session = Sessions(clock=clock).check(value, again)
-    assert session is not None and session.principal == B
-    assert TOKEN_B.decode() not in value and "token" not in value
+    assert session is not None
+    assert session.principal == B
+    assert TOKEN_B.decode() not in value
+    assert "token" not in value
 
 
 def test_rotating_or_removing_a_token_ends_its_sessions_only() -> None:
@@ -106,11 +113,6 @@ def test_a_cookie_of_a_cannot_become_one_of_b() -> None:
     parts[1] = "team-b"
     assert sessions.check(":".join(parts), PRINCIPALS) is None
     # signed with A's key under B's name (what a holder of A's token could make): refused
-    import hashlib
-    import hmac
-
-    from composer.cli.console.sessions import CONTEXT
-
     payload = ":".join(parts[:6])
     key = hashlib.sha256(CONTEXT + TOKEN_A).digest()
     mac = hmac.new(key, payload.encode(), hashlib.sha256).digest()
