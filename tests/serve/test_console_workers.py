@@ -5,6 +5,7 @@ process), and a logout is remembered by the worker that served it."""
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +14,9 @@ import pytest
 from memory.services import postgres_schema
 from memory.stores_fixtures import postgres_dsn
 
+from composer.cli.console.sessions import Sessions
+from composer.principal import Principal
+from composer.serve.principals import load_principals
 from serve.conftest import Server, process_gone, start_serve
 from serve.console_setup import ENV, PRINCIPALS, TOKENS
 from serve.test_workers import children, manifest
@@ -65,8 +69,10 @@ def on_new_connections(
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc (Linux)")
 def test_one_login_holds_on_every_worker_and_logout_on_the_worker_that_served_it(
-    tmp_path: Path, postgres_dsn: str
+    tmp_path: Path, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)  # this test signs a cookie too
     principals = tmp_path / "principals.yaml"
     principals.write_text(PRINCIPALS)
     with postgres_schema(postgres_dsn) as schema:
@@ -105,6 +111,16 @@ def test_one_login_holds_on_every_worker_and_logout_on_the_worker_that_served_it
                 assert "team-a" in answer.text
             for _, answer in on_new_connections(server, workers, None):
                 assert answer.status_code == 303  # no cookie: not logged in anywhere
+            # a session last seen 10 minutes ago is re-issued with a new "seen" (sliding idle)
+            ago = Sessions(clock=lambda: time.time() - 600)
+            older = ago.open(Principal("team-a"), load_principals(principals))
+            for _, answer in on_new_connections(server, workers, older):
+                assert answer.status_code == 200
+                renewed = answer.cookies[COOKIE]
+                assert renewed.split(":")[2] == older.split(":")[2]  # the same login time
+                assert int(renewed.split(":")[3]) >= int(older.split(":")[3]) + 600
+                left = int(answer.headers["set-cookie"].lower().split("max-age=")[1].split(";")[0])
+                assert left <= 8 * 3600 - 600  # the browser keeps it no longer than it is valid
 
             with httpx.Client(base_url=server.url, timeout=60) as client:
                 client.cookies.set(COOKIE, cookie, path="/console")

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from composer.cli.console.sessions import COOKIE, Sessions
+from composer.cli.console.sessions import COOKIE, Session, Sessions
 from composer.cli.console.source import TurnSource
 from composer.cli.console.views import (
     WINDOWS,
@@ -128,7 +128,7 @@ class Console:
         if session is None:
             return None
         if session.renewed is not None:
-            request.state.renewed_session = session.renewed  # set on the answer by its route
+            request.state.renewed_session = session  # set on the answer by its route
         return session.principal
 
     def sees(self, principal: Principal, line: AuditLine) -> bool:
@@ -185,16 +185,17 @@ class Console:
         if principal is None:
             return self.page(request, "login.html", 401, error="That token is not valid.")
         response = RedirectResponse(f"{PREFIX}/turns", 303, headers=HEADERS)
-        self.set_session(request, response, self.sessions.open(principal, self.principals))
+        value = self.sessions.open(principal, self.principals)
+        self.set_session(request, response, value, int(self.sessions.ttl_s))
         return response
 
-    def set_session(self, request: Request, response: Response, value: str) -> None:
+    def set_session(self, request: Request, response: Response, value: str, left_s: int) -> None:
         """The session cookie on ``response``: script cannot read it, no other site's page
         sends it, only the console's paths get it, and over https only https does."""
         response.set_cookie(
             COOKIE,
             value,
-            max_age=int(self.sessions.ttl_s),
+            max_age=left_s,
             path=PREFIX,
             secure=request.url.scheme == "https",
             httponly=True,
@@ -467,9 +468,10 @@ def console_mount(console: Console) -> Mount:
                 response = await endpoint(request)
             except AuditReadError as e:
                 response = console.message(request, 503, "The audit log cannot be read", str(e))
-            renewed = getattr(request.state, "renewed_session", None)
-            if renewed is not None and "set-cookie" not in response.headers:
-                console.set_session(request, response, renewed)  # a sliding idle deadline
+            session: Session | None = getattr(request.state, "renewed_session", None)
+            if session is not None and session.renewed and "set-cookie" not in response.headers:
+                # a sliding idle deadline; the lifetime from login stays as it was
+                console.set_session(request, response, session.renewed, session.left_s)
             return response
 
         return Route(path, answer, methods=[method])

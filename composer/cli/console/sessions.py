@@ -56,10 +56,12 @@ _VALUE = re.compile(
 
 @dataclass(frozen=True)
 class Session:
-    """A valid session: its principal, and the re-issued cookie when it is due (else None)."""
+    """A valid session: its principal, the re-issued cookie when it is due (else None), and
+    the seconds left of its lifetime (the re-issued cookie's ``Max-Age``)."""
 
     principal: Principal
-    renewed: str | None = None
+    renewed: str | None
+    left_s: int
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ class Sessions:
             renewed = _sign(
                 _Fields(fields.name, fields.issued, now, fields.expires, fields.nonce), principals
             )
-        return Session(principal, renewed)
+        return Session(principal, renewed, fields.expires - now)
 
     def close(self, value: str, principals: Principals) -> None:
         """Log the session out in this process: its nonce is refused until it expires."""
