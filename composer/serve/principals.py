@@ -18,6 +18,7 @@ refused. A single ``--token-file`` or ``$COMPOSER_SERVE_TOKEN`` is the one-princ
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
 from collections.abc import Callable, Mapping
@@ -110,6 +111,15 @@ class Principals:
             if hmac.compare_digest(given, token):
                 found = principal
         return found
+
+    def derived_key(self, name: str, context: bytes) -> tuple[Principal, bytes] | None:
+        """The principal called ``name`` and ``SHA-256(context + its token)``, or None when no
+        principal has that name: a key that changes with the token and gives it no way back
+        (the console signs its session cookies with it)."""
+        for principal, token in zip(self.principals, self._tokens, strict=True):
+            if principal.name == name:
+                return principal, hashlib.sha256(context + token).digest()
+        return None
 
     def named(self, name: str | None) -> Principal:
         """The principal called ``name`` (None: the only one), for a server with one caller

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from composer.cli.console.sessions import COOKIE, Sessions
+from composer.cli.console.sessions import COOKIE, Session, Sessions
 from composer.cli.console.source import TurnSource
 from composer.cli.console.views import (
     WINDOWS,
@@ -124,7 +124,12 @@ class Console:
         if scheme.lower() == "bearer":
             return self.principals.authenticate(value.strip().encode("latin-1"))
         cookie = request.cookies.get(COOKIE)
-        return self.sessions.principal(cookie) if cookie else None
+        session = self.sessions.check(cookie, self.principals) if cookie else None
+        if session is None:
+            return None
+        if session.renewed is not None:
+            request.state.renewed_session = session  # set on the answer by its route
+        return session.principal
 
     def sees(self, principal: Principal, line: AuditLine) -> bool:
         """Whether ``principal`` may see the turn of ``line``: its own turns only."""
@@ -180,24 +185,30 @@ class Console:
         if principal is None:
             return self.page(request, "login.html", 401, error="That token is not valid.")
         response = RedirectResponse(f"{PREFIX}/turns", 303, headers=HEADERS)
+        value = self.sessions.open(principal, self.principals)
+        self.set_session(request, response, value, int(self.sessions.ttl_s))
+        return response
+
+    def set_session(self, request: Request, response: Response, value: str, left_s: int) -> None:
+        """The session cookie on ``response``: script cannot read it, no other site's page
+        sends it, only the console's paths get it, and over https only https does."""
         response.set_cookie(
             COOKIE,
-            self.sessions.open(principal),
-            max_age=int(self.sessions.ttl_s),
+            value,
+            max_age=left_s,
             path=PREFIX,
             secure=request.url.scheme == "https",
             httponly=True,
             samesite="strict",
         )
-        return response
 
     async def logout(self, request: Request) -> Response:
         refused = _foreign_post(request)
         if refused is not None:
             return refused
         cookie = request.cookies.get(COOKIE)
-        if cookie:
-            self.sessions.close(cookie)
+        if cookie and self.principals is not None:
+            self.sessions.close(cookie, self.principals)
         response = RedirectResponse(f"{PREFIX}/login", 303, headers=HEADERS)
         response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
         return response
@@ -454,9 +465,14 @@ def console_mount(console: Console) -> Mount:
     def route(path: str, endpoint: Endpoint, method: str) -> Route:
         async def answer(request: Request) -> Response:
             try:
-                return await endpoint(request)
+                response = await endpoint(request)
             except AuditReadError as e:
-                return console.message(request, 503, "The audit log cannot be read", str(e))
+                response = console.message(request, 503, "The audit log cannot be read", str(e))
+            session: Session | None = getattr(request.state, "renewed_session", None)
+            if session is not None and session.renewed and "set-cookie" not in response.headers:
+                # a sliding idle deadline; the lifetime from login stays as it was
+                console.set_session(request, response, session.renewed, session.left_s)
+            return response
 
         return Route(path, answer, methods=[method])
 

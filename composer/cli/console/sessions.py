@@ -1,14 +1,30 @@
 """Console sessions: a browser cannot send a bearer token when it follows a link, so a token
-pasted once into the login form becomes an opaque cookie.
+pasted once into the login form becomes a signed cookie.
 
-The cookie holds a random id and nothing else; the server keeps, by the id's SHA-256, which
-principal it stands for and until when. Sessions are bounded in number (the oldest go first)
-and in time (``ttl_s`` from login, and ``idle_s`` without a request); logging out forgets one.
+The cookie is self-contained, so every worker and replica that loads the same principals file
+accepts it without a shared table::
+
+    1:<principal>:<issued>:<seen>:<expires>:<nonce>:<mac>
+
+times in whole seconds of the wall clock, a random 16-byte nonce, and an HMAC-SHA256 over
+everything before the MAC whose key is ``SHA-256(context + the principal's token)``. The
+cookie names its principal but holds no token and nothing from which one can be recovered;
+a cookie of one principal cannot be made into another's (the key is the other's token); and
+rotating or removing a principal's token ends all its sessions everywhere.
+
+Bounds: ``ttl_s`` from login, however busy; ``idle_s`` since the ``seen`` time signed in it,
+which a request moves on by re-issuing the cookie at most every ``renew_s``; ``MAX_COOKIE``
+characters; anything malformed is simply no session. Logging out remembers the nonce, in
+this process only and in a bounded set, until the cookie would expire: another worker or
+replica accepts a copied cookie until then (the browser's own copy is deleted).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
+import re
 import secrets
 import time
 from collections import OrderedDict
@@ -16,66 +32,151 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from composer.principal import Principal
+from composer.serve.principals import Principals
 
-__all__ = ["COOKIE", "Sessions"]
+__all__ = ["COOKIE", "MAX_COOKIE", "Session", "Sessions"]
 
 COOKIE = "composer_console"
 
+MAX_COOKIE = 256
+"""The longest cookie value read at all (a real one is about 110 characters)."""
 
-@dataclass
-class _Session:
+CONTEXT = b"composer console session v1\x00"
+"""What the signing key is derived for: a key of this purpose signs nothing else."""
+
+SKEW_S = 60
+"""How far in the future a signed time may lie (replicas' clocks differ a little)."""
+
+_NUMBER = r"(0|[1-9][0-9]{0,11})"  # one spelling per number: an edit is always another text
+_VALUE = re.compile(
+    rf"(1:([A-Za-z0-9._-]{{1,64}}):{_NUMBER}:{_NUMBER}:{_NUMBER}:([A-Za-z0-9_-]{{22}}))"
+    r":([A-Za-z0-9_-]{43})"
+)
+
+
+@dataclass(frozen=True)
+class Session:
+    """A valid session: its principal, the re-issued cookie when it is due (else None), and
+    the seconds left of its lifetime (the re-issued cookie's ``Max-Age``)."""
+
     principal: Principal
-    expires: float
-    idle_until: float
+    renewed: str | None
+    left_s: int
+
+
+@dataclass(frozen=True)
+class _Fields:
+    name: str
+    issued: int
+    seen: int
+    expires: int
+    nonce: str
 
 
 class Sessions:
-    """The open console sessions of one server, in memory (a restart logs everyone out)."""
+    """Issues and checks the console's signed session cookies; keeps only the nonces logged
+    out in this process."""
 
     def __init__(
         self,
         *,
-        max_sessions: int = 1000,
         ttl_s: float = 8 * 3600,
         idle_s: float = 3600,
-        clock: Callable[[], float] = time.monotonic,
+        renew_s: float = 300,
+        max_revoked: int = 10_000,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.max_sessions = max_sessions
         self.ttl_s = ttl_s
         self.idle_s = idle_s
+        self.renew_s = renew_s
+        self.max_revoked = max_revoked
         self._clock = clock
-        self._open: OrderedDict[str, _Session] = OrderedDict()
+        self._revoked: OrderedDict[str, int] = OrderedDict()  # nonce -> its cookie's expiry
 
-    def __len__(self) -> int:
-        return len(self._open)
+    def revoked(self) -> int:
+        """How many logged-out nonces this process remembers."""
+        return len(self._revoked)
 
-    def open(self, principal: Principal) -> str:
-        """A new session for ``principal``: the cookie's value."""
-        now = self._clock()
-        value = secrets.token_urlsafe(32)
-        while len(self._open) >= self.max_sessions:
-            self._open.popitem(last=False)
-        self._open[_key(value)] = _Session(principal, now + self.ttl_s, now + self.idle_s)
+    def open(self, principal: Principal, principals: Principals) -> str:
+        """A new session for ``principal`` (one of ``principals``): the cookie's value."""
+        now = int(self._clock())
+        nonce = _b64(secrets.token_bytes(16))
+        fields = _Fields(principal.name, now, now, now + int(self.ttl_s), nonce)
+        value = _sign(fields, principals)
+        if value is None:
+            raise ValueError(f"no principal {principal.name!r} to open a session for")
         return value
 
-    def principal(self, value: str) -> Principal | None:
-        """The principal of the session ``value`` names, or None (unknown, expired, idle)."""
-        key = _key(value)
-        session = self._open.get(key)
-        if session is None:
+    def check(self, value: str, principals: Principals) -> Session | None:
+        """The session ``value`` stands for, or None: malformed, wrongly signed, unknown
+        principal, past its lifetime, idle too long, or logged out here."""
+        verified = self._verify(value, principals)
+        if verified is None:
             return None
-        now = self._clock()
-        if now >= session.expires or now >= session.idle_until:
-            del self._open[key]
+        fields, principal = verified
+        now = int(self._clock())
+        renewed = None
+        if now - fields.seen >= self.renew_s:
+            renewed = _sign(
+                _Fields(fields.name, fields.issued, now, fields.expires, fields.nonce), principals
+            )
+        return Session(principal, renewed, fields.expires - now)
+
+    def close(self, value: str, principals: Principals) -> None:
+        """Log the session out in this process: its nonce is refused until it expires."""
+        verified = self._verify(value, principals)
+        if verified is None:
+            return
+        fields = verified[0]
+        now = int(self._clock())
+        if len(self._revoked) >= self.max_revoked:
+            for nonce, expires in list(self._revoked.items()):
+                if expires <= now:
+                    del self._revoked[nonce]
+        while len(self._revoked) >= self.max_revoked:
+            self._revoked.popitem(last=False)  # the oldest logout goes first
+        self._revoked[fields.nonce] = fields.expires
+
+    def _verify(self, value: object, principals: Principals) -> tuple[_Fields, Principal] | None:
+        if not isinstance(value, str) or len(value) > MAX_COOKIE:
             return None
-        session.idle_until = min(session.expires, now + self.idle_s)
-        self._open.move_to_end(key)
-        return session.principal
+        match = _VALUE.fullmatch(value)
+        if match is None:
+            return None
+        payload, name, issued, seen, expires, nonce, mac = match.groups()
+        fields = _Fields(name, int(issued), int(seen), int(expires), nonce)
+        found = principals.derived_key(name, CONTEXT)
+        if found is None:
+            return None
+        principal, key = found
+        expected = _b64(hmac.new(key, payload.encode("ascii"), hashlib.sha256).digest())
+        if not hmac.compare_digest(expected.encode("ascii"), mac.encode("ascii")):
+            return None
+        now = int(self._clock())
+        if not (
+            fields.issued <= fields.seen <= now + SKEW_S
+            and fields.expires - fields.issued <= self.ttl_s
+            and now < fields.expires
+            and now < fields.seen + self.idle_s
+        ):
+            return None
+        if fields.nonce in self._revoked:
+            return None
+        return fields, principal
 
-    def close(self, value: str) -> None:
-        self._open.pop(_key(value), None)
+
+def _payload(fields: _Fields) -> str:
+    return f"1:{fields.name}:{fields.issued}:{fields.seen}:{fields.expires}:{fields.nonce}"
 
 
-def _key(value: str) -> str:
-    """Sessions are kept by the digest of their id: a memory dump names no live cookie."""
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+def _sign(fields: _Fields, principals: Principals) -> str | None:
+    found = principals.derived_key(fields.name, CONTEXT)
+    if found is None:
+        return None
+    payload = _payload(fields)
+    mac = hmac.new(found[1], payload.encode("ascii"), hashlib.sha256).digest()
+    return f"{payload}:{_b64(mac)}"
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
