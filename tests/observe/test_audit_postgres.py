@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory.services import free_port, postgres_schema, postgres_server, throwaway_postgres
+from memory.services import free_port, postgres_schema, throwaway_postgres
+from memory.stores_fixtures import postgres_dsn
 
 import composer
 from composer.cli.main import main
@@ -32,17 +33,13 @@ from composer.principal import Principal, current_principal
 from composer.registry import ProviderReport
 from composer.serve.service import ContextService
 
+__all__ = ["postgres_dsn"]  # the server's fixture
+
 PROVIDERS = """\
 providers:
   - {name: rules, type: static, priority: 9, text: "Answer in English.\\n"}
   - {name: deploys, type: static, text: "deploy notes", when: "'deploy' in instruction.text"}
 """
-
-
-@pytest.fixture(scope="module")
-def postgres_dsn() -> Iterator[str]:
-    with postgres_server() as dsn:
-        yield dsn
 
 
 @pytest.fixture

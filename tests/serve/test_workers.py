@@ -17,7 +17,7 @@ from memory.stores_fixtures import postgres_dsn, redis_url
 from psycopg import sql
 
 from composer.cli.main import main
-from serve.conftest import process_gone, start_serve
+from serve.conftest import Server, process_gone, start_serve
 
 __all__ = ["postgres_dsn", "redis_url"]  # the servers' fixtures
 
@@ -104,24 +104,18 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def two_workers(tmp_path: Path, redis_url: str, word: str, *extra: str) -> Server:
+    """``composer serve --workers 2`` over the Redis state under the key word ``word``."""
+    command = [str(manifest(tmp_path)), "--workers", "2", "--state", redis_url]
+    return start_serve([*command, "--state-schema", word, *extra])
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
 def test_two_workers_on_one_socket_count_one_branch_in_one_place(
     tmp_path: Path, redis_url: str
 ) -> None:
     with redis_prefix_of(redis_url) as word:
-        server = start_serve(
-            [
-                str(manifest(tmp_path)),
-                "--workers",
-                "2",
-                "--state",
-                redis_url,
-                "--state-schema",
-                word,
-                "--rate-limit",
-                "0",
-            ]
-        )
+        server = two_workers(tmp_path, redis_url, word, "--rate-limit", "0")
         workers = children(server.process.pid)
         try:
             assert len(workers) == 2
@@ -144,17 +138,7 @@ def test_two_workers_on_one_socket_count_one_branch_in_one_place(
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="--workers forks")
 def test_a_worker_that_dies_stops_the_server_with_a_failure(tmp_path: Path, redis_url: str) -> None:
     with redis_prefix_of(redis_url) as word:
-        server = start_serve(
-            [
-                str(manifest(tmp_path)),
-                "--workers",
-                "2",
-                "--state",
-                redis_url,
-                "--state-schema",
-                word,
-            ]
-        )
+        server = two_workers(tmp_path, redis_url, word)
         workers = children(server.process.pid)
         os.kill(workers[0], signal.SIGKILL)
         deadline = time.monotonic() + 60
