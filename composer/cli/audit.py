@@ -25,24 +25,11 @@ __all__ = [
     "OUTCOME_MARKS",
     "branch_label",
     "describe_changes",
-    "find_turn",
     "first_words",
     "list_line",
     "newest_turns",
     "preview_of",
 ]
-
-
-def find_turn(
-    location: str | Path, turn: str | None, *, schema: str = "composer"
-) -> tuple[AuditLine, list[tuple[int, str]]]:
-    """The line of ``turn`` (an id or a unique prefix; None: the newest) in a file or a DSN's
-    table, and the lines that were not audit lines (``composer.observe.audit_source``).
-    Raises ``LookupError`` saying why no single turn matched, ``AuditReadError`` when the
-    location cannot be read."""
-    from composer.observe.audit_source import find_turn as find
-
-    return find(location, turn, schema=schema)
 
 
 def newest_turns(

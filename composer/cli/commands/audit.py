@@ -155,9 +155,8 @@ def _diff(args: argparse.Namespace, output: Output) -> int:
 def _turn(args: argparse.Namespace, turn: str | None, output: Output) -> AuditLine | None:
     """The turn of the log named by ``turn`` (the newest when None), or None after saying
     why not (the log's location masked)."""
-    from composer.cli.audit import find_turn
     from composer.errors import AuditReadError
-    from composer.observe.audit_source import shown
+    from composer.observe.audit_source import find_turn, shown
 
     try:
         line, skipped = find_turn(_log(args.file), turn, schema=args.schema)
