@@ -34,6 +34,7 @@ __all__ = [
     "TurnPage",
     "find_turn",
     "is_dsn",
+    "matches",
     "read_turns",
     "shown",
 ]
@@ -165,7 +166,7 @@ def _from_file(
                 unreadable += 1
                 if len(skipped) < MAX_SKIPPED:
                     skipped.append((number, line))
-            elif _matches(line, turn, branch, principal, window):
+            elif matches(line, turn, branch, principal, window):
                 total += 1
                 kept.append(line)
     except OSError as e:
@@ -174,16 +175,18 @@ def _from_file(
     return TurnPage(newest[offset : offset + limit], total, skipped, unreadable)
 
 
-def _matches(
+def matches(
     line: AuditLine, turn: str | None, branch: str | None, principal: str | None, window: Window
 ) -> bool:
+    """Whether ``line`` passes ``read_turns``'s filters of a file: ``window`` is (since,
+    until), inclusive and exclusive, compared as times (naive ones are UTC)."""
     if turn is not None and not (line.turn_id or "").startswith(turn):
         return False
     if branch is not None and line.branch.id != branch:
         return False
     if principal is not None and line.branch.principal != principal:
         return False
-    since, until = window
+    since, until = (_utc(moment) for moment in window)
     if since is None and until is None:
         return True
     try:

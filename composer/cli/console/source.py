@@ -51,18 +51,15 @@ class TurnSource:
         if self.is_table:
             yield from self._rows(principal, since)
             return
+        from composer.observe.audit_source import matches
         from composer.observe.record import read_lines
 
-        earliest = since.isoformat() if since is not None else None
         try:
             for _, line in read_lines(Path(self.location)):
-                if isinstance(line, str):
-                    continue
-                if principal is not None and line.branch.principal != principal:
-                    continue
-                if earliest is not None and line.time < earliest:
-                    continue
-                yield line
+                if not isinstance(line, str) and matches(
+                    line, None, None, principal, (since, None)
+                ):
+                    yield line
         except FileNotFoundError:
             return
 
