@@ -6,11 +6,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CORE_STAMP := $(VENV)/.core
 FLOORS := .venv-floors
 FLOORS_STAMP := $(FLOORS)/.installed
 
 # Every extra, so that every test runs (none skips for want of a package).
-EXTRAS := dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic_ai,agent_framework,openai_agents
+EXTRAS := dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic-ai,agent-framework,openai-agents
 
 # Left out by `make test-fast`: the framework integrations and lionagi (each imports a large
 # framework, some in a child process), the standing hostile-input and soak suite, the servers
@@ -31,14 +32,21 @@ $(STAMP): pyproject.toml
 	@echo "  postgres, redis         the PostgreSQL memory store, the Redis cache (tests/memory)"
 	@echo "  otel, metrics, watch    spans, Prometheus metrics, file events (tests/observe, tests/runtime)"
 	@echo "  lionagi                 the LionAGI integration (tests/integration)"
-	@echo "  langchain, pydantic_ai, agent_framework, openai_agents"
+	@echo "  langchain, pydantic-ai, agent-framework, openai-agents"
 	@echo "                          the agent-framework integrations (tests/integrations)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the core alone: a quick install with the pip the venv ships, no extras.
+$(CORE_STAMP): pyproject.toml
+	@echo "make: creating $(VENV) with composer alone (make test adds every extra)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	touch $(CORE_STAMP)
+
+demo: $(CORE_STAMP)
 	$(BIN)/composer preview configs --env dev --instruction "The API returns 502 errors after the deploy, what do I do?"
 
 # pytest's default progress: one line per test file with a dot per test, readable in CI logs.

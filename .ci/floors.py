@@ -25,7 +25,7 @@ __all__ = ["TOOLS", "UNFLOORED", "FloorError", "Floors", "floors", "main", "rele
 TOOLS = "dev"
 """The extra of development tools, installed in the floors venv but not pinned."""
 
-UNFLOORED = frozenset({"langchain", "pydantic_ai", "agent_framework", "openai_agents"})
+UNFLOORED = frozenset({"langchain", "pydantic-ai", "agent-framework", "openai-agents"})
 """The agent-framework extras: new, their floors are the releases their integrations were built
 against, and the frameworks' own requirements do not yet resolve beside every other floor;
 left out of the floors venv (their tests skip there) until their floors are worked out."""

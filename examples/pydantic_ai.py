@@ -6,7 +6,7 @@
 An ``Agent`` with ``ComposerCapability`` over ``configs/`` (dev) and OpenAIChatModel (chat
 completions) at ``--base-url`` (OPENAI_API_KEY if the endpoint wants one): N user turns in one
 conversation, each about something else, so the runbook and memory blocks change every turn.
-Prints the last answer. Needs ``pip install 'context-composer[pydantic_ai]'``.
+Prints the last answer. Needs ``pip install 'context-composer[pydantic-ai]'``.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def test_the_version_is_written_in_one_place_and_the_build_reads_it() -> None:
     assert metadata.version("context-composer") == composer.__version__  # what the build wrote
 
 
-UNFLOORED = {"langchain", "pydantic_ai", "agent_framework", "openai_agents"}
+UNFLOORED = {"langchain", "pydantic-ai", "agent-framework", "openai-agents"}
 """The agent-framework extras, left out of the floors venv (``.ci/floors.py`` says why)."""
 
 

@@ -34,7 +34,7 @@ try:
 except ImportError as error:  # the extra is required
     raise ImportError(
         "composer.integrations.agent_framework needs the Microsoft Agent Framework: "
-        "pip install 'context-composer[agent_framework]'"
+        "pip install 'context-composer[agent-framework]'"
     ) from error
 
 from composer.integrations.session import Composer, Placement

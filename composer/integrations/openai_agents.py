@@ -33,7 +33,7 @@ try:
 except ImportError as error:  # the extra is required
     raise ImportError(
         "composer.integrations.openai_agents needs the OpenAI Agents SDK: "
-        "pip install 'context-composer[openai_agents]'"
+        "pip install 'context-composer[openai-agents]'"
     ) from error
 
 from composer.integrations.session import Composed, Composer, Placement

@@ -39,7 +39,7 @@ try:
 except ImportError as e:  # pragma: no cover - the test runs it with Pydantic AI hidden
     raise ImportError(
         "composer.integrations.pydantic_ai needs Pydantic AI: "
-        "pip install 'context-composer[pydantic_ai]'"
+        "pip install 'context-composer[pydantic-ai]'"
     ) from e
 
 from composer.integrations.session import Composed, Composer, Placement

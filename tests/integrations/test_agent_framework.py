@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip(
     "agent_framework_openai",
-    reason="the Agent Framework is not installed (pip install 'context-composer[agent_framework]')",
+    reason="the Agent Framework is not installed (pip install 'context-composer[agent-framework]')",
 )
 
 from agent_framework import Agent, AgentSession, tool
@@ -286,7 +286,7 @@ def test_without_the_framework_the_import_says_which_extra_to_install(
     monkeypatch.setitem(sys.modules, "agent_framework", None)  # None: the import fails
     monkeypatch.delitem(sys.modules, "composer.integrations.agent_framework")
     with pytest.raises(
-        ImportError, match=re.escape("pip install 'context-composer[agent_framework]'")
+        ImportError, match=re.escape("pip install 'context-composer[agent-framework]'")
     ):
         importlib.import_module("composer.integrations.agent_framework")
 

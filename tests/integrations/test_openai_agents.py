@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip(
     "agents",
-    reason="the OpenAI Agents SDK is not installed (pip install 'context-composer[openai_agents]')",
+    reason="the OpenAI Agents SDK is not installed (pip install 'context-composer[openai-agents]')",
 )
 
 from agents import (
@@ -339,7 +339,7 @@ def test_without_the_framework_the_import_says_which_extra_to_install(
     monkeypatch.setitem(sys.modules, "agents", None)  # None: the import fails
     monkeypatch.delitem(sys.modules, "composer.integrations.openai_agents")
     with pytest.raises(
-        ImportError, match=re.escape("pip install 'context-composer[openai_agents]'")
+        ImportError, match=re.escape("pip install 'context-composer[openai-agents]'")
     ):
         importlib.import_module("composer.integrations.openai_agents")
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import pytest
 
-pytest.importorskip("pydantic_ai", reason="Pydantic AI is not installed (the pydantic_ai extra)")
+pytest.importorskip("pydantic_ai", reason="Pydantic AI is not installed (the pydantic-ai extra)")
 pytest.importorskip("openai", reason="openai is not installed (Pydantic AI's OpenAI models)")
 
 from fakechat import FakeChat, Request, serve_chat
@@ -244,7 +244,7 @@ async def test_a_provider_that_times_out_leaves_the_turn_running(tmp_path: Path)
 def test_without_pydantic_ai_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)
     monkeypatch.delitem(sys.modules, "composer.integrations.pydantic_ai")
-    with pytest.raises(ImportError, match=r"pip install 'context-composer\[pydantic_ai\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'context-composer\[pydantic-ai\]'"):
         importlib.import_module("composer.integrations.pydantic_ai")
 
 
