@@ -208,14 +208,17 @@ async def test_unknown_ambiguous_and_torn_lines_are_reported(
     log = tmp_path / "turns.jsonl"
     with log.open("a") as handle:
         handle.write('{"version": 1, "time": "2026-')  # a writer killed mid-line
-    assert main(["audit", "show", str(log), "--turn", "ffff"]) == 1
-    assert "no turn ffff" in capsys.readouterr().err
-    process = (reports[0].turn_id or "")[:16]  # every turn of this process starts so
-    assert main(["audit", "show", str(log), "--turn", process]) == 1
-    assert "2 turns start with" in capsys.readouterr().err
+    assert main(["audit", "show", str(log), "--turn", "zzzz"]) == 1
+    assert "no turn zzzz" in capsys.readouterr().err
     line, skipped = find_turn(log, None)
     assert line.turn_id == reports[1].turn_id
     assert [number for number, _ in skipped] == [3]
+    first = reports[0].turn_id or ""
+    twin = first[:8] + "f" * 24  # another turn whose id starts as the first's does
+    with log.open("a") as handle:
+        handle.write("\n" + log.read_text().splitlines()[0].replace(first, twin) + "\n")
+    assert main(["audit", "show", str(log), "--turn", first[:8]]) == 1
+    assert "2 turns start with" in capsys.readouterr().err
     assert main(["audit", "show", str(tmp_path / "missing.jsonl")]) == 1
 
 
