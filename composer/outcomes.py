@@ -9,13 +9,22 @@ registry sets while it gathers), and the registry reads the notes when it writes
 
 from __future__ import annotations
 
-import itertools
-import os
 import secrets
+import threading
+from collections import deque
 from contextvars import ContextVar
 from typing import Literal, NamedTuple
 
-__all__ = ["Outcome", "ProviderOutcome", "Turn", "current_turn", "note", "note_degraded"]
+__all__ = [
+    "RECENT_TURNS",
+    "Outcome",
+    "ProviderOutcome",
+    "Turn",
+    "current_turn",
+    "new_turn_id",
+    "note",
+    "note_degraded",
+]
 
 Outcome = Literal[
     "fired",  # admitted: its block is in the turn
@@ -55,7 +64,7 @@ class Turn:
     __slots__ = ("_nonce", "degraded", "id", "notes")
 
     def __init__(self) -> None:
-        self.id = f"{_PROCESS}{next(_TURNS):016x}"
+        self.id = new_turn_id()
         self.notes: dict[int, Outcome] = {}  # id(provider) -> outcome
         self.degraded: dict[int, tuple[Outcome, BaseException]] = {}
         """id(provider) -> how it failed, for a provider that answered with its notice."""
@@ -69,8 +78,42 @@ class Turn:
         return self._nonce
 
 
-_PROCESS = os.urandom(8).hex()  # turn ids: unique across processes, cheap within one
-_TURNS = itertools.count(1)
+RECENT_TURNS = 10_000
+"""How many of a process's newest turn ids have distinct first 8 characters (as many as
+``composer audit list --limit`` shows at most)."""
+
+
+class _Leads:
+    """The first 8 characters of the process's ``RECENT_TURNS`` newest turn ids."""
+
+    def __init__(self, size: int) -> None:
+        self._order: deque[str] = deque()
+        self._held: set[str] = set()
+        self._size = size
+        self._lock = threading.Lock()  # turns may start in several threads at once
+
+    def draw(self) -> str:
+        """8 random hex characters that none of the recent ids starts with."""
+        with self._lock:
+            lead = secrets.token_hex(4)
+            while lead in self._held:
+                lead = secrets.token_hex(4)
+            self._held.add(lead)
+            self._order.append(lead)
+            if len(self._order) > self._size:
+                self._held.discard(self._order.popleft())
+            return lead
+
+
+_LEADS = _Leads(RECENT_TURNS)
+
+
+def new_turn_id() -> str:
+    """A turn id: 32 random hex characters, the first 8 distinct among the process's
+    ``RECENT_TURNS`` newest, so that 8 characters name a turn (``composer audit show LOG
+    ID``). Random, not ordered: turns are ordered by their time."""
+    return _LEADS.draw() + secrets.token_hex(12)
+
 
 CURRENT_TURN: ContextVar[Turn | None] = ContextVar("composer_turn", default=None)
 

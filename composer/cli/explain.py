@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from composer.cli.render import manifest_folder, provider_name, relative_path, render_lines
 from composer.manifest import KeyPath, Manifest, Origin
@@ -36,6 +36,7 @@ class Value:
     shown: str  # JSON text of the value, or the raw text with ${VAR} when it is a secret
     origin: Origin | None  # None: the model's default
     path: str  # the keys dotted, a provider named as written: providers.${TEAM}.priority
+    data: Any = None  # the value shown, as JSON data (not yet masked: mask its strings)
 
     @property
     def where(self) -> str:
@@ -83,17 +84,20 @@ def effective_values(manifest: Manifest, *, whole_lists: bool = False) -> list[V
     top = manifest.model_dump(by_alias=True, exclude={"providers"})
     pairs = _leaves(_plain(top, folder), (), whole_lists)
     for config in manifest.providers:
-        data = _plain(config.model_dump(by_alias=True), folder)
-        pairs += _leaves(data, ("providers", config.name), whole_lists)
+        dumped = _plain(config.model_dump(by_alias=True), folder)
+        pairs += _leaves(dumped, ("providers", config.name), whole_lists)
     values: list[Value] = []
     for keys, value in pairs:
         origin = _origin_of(manifest, keys)
+        data: Any
         if isinstance(value, list) and value:
             items = [_shown(manifest, (*keys, i), item) for i, item in enumerate(value)]
             shown = f"[{', '.join(items)}]"
+            data = [_as_written(manifest, (*keys, i), item) for i, item in enumerate(value)]
         else:
             shown = _shown(manifest, keys, value)
-        values.append(Value(keys, shown, origin, _path(manifest, keys)))
+            data = _as_written(manifest, keys, value)
+        values.append(Value(keys, shown, origin, _path(manifest, keys), data))
     return values
 
 
@@ -115,6 +119,14 @@ def _shown(manifest: Manifest, keys: KeyPath, value: Any) -> str:
     if origin is not None and origin.is_secret and origin.raw is not None:
         return _show(origin.raw)
     return manifest.redact(_show(value))
+
+
+def _as_written(manifest: Manifest, keys: KeyPath, value: Any) -> Any:
+    """``value``, or as written (``${NAME}``) when it came from a variable."""
+    origin = _origin_of(manifest, keys)
+    if origin is not None and origin.is_secret and origin.raw is not None:
+        return origin.raw
+    return value
 
 
 def _origin_of(manifest: Manifest, keys: KeyPath) -> Origin | None:
@@ -139,6 +151,20 @@ class Change:
     keys: KeyPath
     before: Value | None  # None: only in the second
     after: Value | None  # None: only in the first
+
+    @property
+    def kind(self) -> Literal["changed", "added", "removed"]:
+        """``added`` only in the second, ``removed`` only in the first, else ``changed``."""
+        if self.before is None:
+            return "added"
+        return "removed" if self.after is None else "changed"
+
+    @property
+    def path(self) -> str:
+        """The changed value's keys dotted, a provider named as written."""
+        side = self.after or self.before
+        assert side is not None
+        return side.path
 
     def describe(self) -> str:
         if self.before is not None and self.after is not None and self.keys == _ORDER:
@@ -183,12 +209,13 @@ _ORDER: KeyPath = ("providers", "(order)")
 
 
 def _order(manifest: Manifest, names: list[str]) -> Value:
-    shown = ", ".join(provider_name(manifest, name) for name in names)
-    return Value(_ORDER, shown, None, "providers (order)")
+    shown = [provider_name(manifest, name) for name in names]
+    return Value(_ORDER, ", ".join(shown), None, "providers (order)", shown)
 
 
 def _whole(manifest: Manifest, name: str) -> Value:
     config = next(c for c in manifest.providers if c.name == name)
     shown = f"type {config.type}, priority {config.priority}"
     keys = ("providers", name)
-    return Value(keys, shown, manifest.origin(*keys), _path(manifest, keys))
+    data = {"type": config.type, "priority": config.priority}
+    return Value(keys, shown, manifest.origin(*keys), _path(manifest, keys), data)

@@ -1,8 +1,9 @@
 """The options several commands share, and the manifest they name.
 
 ``add_manifest_arguments`` declares ``MANIFEST`` and ``--env`` (which may be given once),
-``add_no_interpolate`` the ``--no-interpolate`` switch; ``manifest_from`` loads the manifest
-they name, or prints its located errors; ``show_defaults`` makes every command's ``--help``
+``add_no_interpolate`` the ``--no-interpolate`` switch, ``add_json`` the ``--json`` switch;
+``manifest_from`` loads the manifest they name, or prints its located errors
+(``load_diagnosed`` returns them); ``show_defaults`` makes every command's ``--help``
 state its options' defaults. Only argparse is imported here: the loader is
 imported when a command runs.
 """
@@ -14,16 +15,21 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from composer.cli.documents import Diagnostic
     from composer.cli.output import Output
     from composer.manifest import Manifest
 
 __all__ = [
+    "JSON_HELP",
     "MANIFEST_HELP",
     "NO_INTERPOLATE_HELP",
     "DefaultsShown",
+    "IntermixedParser",
     "Once",
+    "add_json",
     "add_manifest_arguments",
     "add_no_interpolate",
+    "load_diagnosed",
     "manifest_from",
     "show_defaults",
 ]
@@ -34,6 +40,32 @@ NO_INTERPOLATE_HELP = (
     "read no variable: check each ${VAR} is well formed, use defaults, and list the variables "
     "the environment needs (for CI without secrets)"
 )
+
+
+JSON_HELP = (
+    "print one JSON document on standard output instead (its shape, versioned: the JSON "
+    "output reference); standard error and the exit code stay the same"
+)
+
+
+class IntermixedParser(argparse.ArgumentParser):
+    """A parser whose optional positional may come after an option: ``audit show LOG
+    --schema S ID``. Plain argparse gives ``ID`` nothing once an option stands between it and
+    ``LOG``, then refuses ``ID`` as an unrecognized argument. (For a parser without
+    subcommands: argparse's intermixed parsing refuses them.)"""
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._intermixing:  # parse_known_intermixed_args calls this, twice
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 class Once(argparse.Action):
@@ -66,6 +98,11 @@ def add_no_interpolate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-interpolate", action="store_true", help=NO_INTERPOLATE_HELP)
 
 
+def add_json(parser: argparse.ArgumentParser) -> None:
+    """``--json``: the command's document (``composer.cli.documents``) on standard output."""
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+
+
 def manifest_from(
     args: argparse.Namespace,
     output: Output,
@@ -73,31 +110,54 @@ def manifest_from(
     *,
     path: str | None = None,
     shown: Callable[[str], str] | None = None,
+    problems: list[Diagnostic] | None = None,
 ) -> Manifest | None:
     """The manifest named on the command line (or ``path``), or None after printing its
-    located errors, each passed through ``shown`` when given.
+    located errors, each passed through ``shown`` when given; with ``problems``, the errors
+    are added to it too.
 
     ``--no-interpolate``, where the command has it, loads without reading any variable.
     """
+    manifest, found = load_diagnosed(args, output, env, path=path, shown=shown)
+    for error in found:
+        location = error.location
+        output.error(f"{location}: {error.message}" if location else f"composer: {error.message}")
+    if problems is not None:
+        problems += found
+    return manifest
+
+
+def load_diagnosed(
+    args: argparse.Namespace,
+    output: Output,
+    env: str | None = None,
+    *,
+    path: str | None = None,
+    shown: Callable[[str], str] | None = None,
+) -> tuple[Manifest | None, list[Diagnostic]]:
+    """``manifest_from`` without printing: the manifest, or None and its errors (each passed
+    through ``shown``, files named as the command's output names them)."""
+    from composer.cli.documents import diagnostic
     from composer.errors import ManifestError, SettingsError
     from composer.manifest.loader import load_manifest
 
     spelled = args.manifest if path is None else path
     output.name_files_as(spelled)
+
+    def show(text: str) -> str:
+        return output.relative(shown(text) if shown else text)
+
     try:
-        return load_manifest(
+        manifest = load_manifest(
             spelled,
             env=env if env is not None else args.env,
             interpolate=not args.no_interpolate,
         )
     except ManifestError as e:
-        for error in e.errors:
-            line = f"{error.location}: {error.message}"
-            output.error(shown(line) if shown else line)
-        return None
+        return None, [diagnostic(show(error.location), show(error.message)) for error in e.errors]
     except SettingsError as e:
-        output.error(f"composer: {shown(str(e)) if shown else e}")
-        return None
+        return None, [diagnostic(None, show(str(e)))]
+    return manifest, []
 
 
 class DefaultsShown(argparse.HelpFormatter):

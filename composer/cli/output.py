@@ -12,6 +12,7 @@ is imported here, so ``--help`` and ``--version`` stay light.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import os
 import re
@@ -58,6 +59,13 @@ class Output:
         if spelled is not None and not os.path.isabs(spelled):
             with contextlib.suppress(OSError):  # a working directory that was removed
                 self.relative_to = os.getcwd()
+
+    def muted(self) -> Output:
+        """This output with its results written nowhere (``--json`` prints its document on
+        ``out`` instead); diagnostics go where they go."""
+        muted = copy.copy(self)
+        muted.out = io.StringIO()
+        return muted
 
     def relative(self, text: str) -> str:
         """``text`` with paths named as the command's file was (``name_files_as``)."""

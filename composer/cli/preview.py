@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from composer.build import build_registry
 from composer.catalog import ProviderTypes
+from composer.cli.documents import map_strings
 from composer.hooks import Progress
 from composer.manifest import Manifest
 from composer.outcomes import Outcome, ProviderOutcome
@@ -144,39 +145,60 @@ def fill_row(
 
 
 class _Document(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class DocumentRow(_Document):
     """One declared provider (``providers[i]`` of the JSON document)."""
 
     name: str
+    """Its ``name``."""
     type: str
+    """Its ``type``."""
     priority: int
+    """Its ``priority``."""
     max_tokens: int | None
+    """Its ``max_tokens``; null: no cap of its own."""
     outcome: Outcome
+    """As the registry, the HTTP API and the audit log name it; ``disabled`` for a provider
+    with ``enabled: false`` (never registered)."""
     tokens: int | None
+    """Its block's tokens (fired and skipped rows)."""
     ms: float | None
+    """How long its call took; null when it was not called."""
     error: str | None
+    """``Type: first line`` of a failure, secrets masked."""
 
 
 class DocumentBudget(_Document):
+    """The budget and what the turn used of it."""
+
     total: int
+    """The manifest's budget."""
     used: int
+    """Tokens of the blocks admitted."""
 
 
 class DocumentFired(_Document):
+    """An admitted provider (the report's ``fired``)."""
+
     provider_name: str
+    """Its name."""
     tokens: int
+    """Its block's tokens."""
 
 
 class DocumentReport(_Document):
     """The registry's own ProviderReport lists, unchanged (ADR-0008 D5)."""
 
     blocks: list[str]
+    """The admitted blocks' texts, in declaration order."""
     fired: list[DocumentFired]
+    """The admitted providers, with their tokens."""
     skipped: list[str]
+    """Providers left out: empty, guarded, over their cap or the budget, not called."""
     failed: list[str]
+    """Providers that raised or timed out."""
 
 
 class PreviewDocument(_Document):
@@ -188,15 +210,25 @@ class PreviewDocument(_Document):
     """
 
     version: Literal[2] = 2
+    """This shape's version."""
     manifest: str
+    """The manifest file (``audit show``: as the audit line names it)."""
     env: str | None
+    """``--env`` as given (``audit show``: the environment the line names)."""
     instruction: str
+    """The user turn."""
     system: str | None
+    """The branch's system text; null with ``--no-system``."""
     default_system: bool
+    """The system text is preview's stand-in (no ``--system`` was given)."""
     budget: DocumentBudget
+    """Tokens: the budget and what was used."""
     providers: list[DocumentRow]
+    """Each declared provider, in declaration order."""
     report: DocumentReport
+    """The registry's report of the turn."""
     guidance: str | None
+    """The folded text the model would see: system text, blocks, guidance."""
 
     @classmethod
     def of(
@@ -216,7 +248,7 @@ class PreviewDocument(_Document):
         document = cls._of(preview, manifest=manifest, env=env)
         if redact is None:
             return document
-        return cls.model_validate(_map_strings(document.model_dump(mode="json"), redact))
+        return cls.model_validate(map_strings(document.model_dump(mode="json"), redact))
 
     @classmethod
     def _of(cls, preview: Preview, *, manifest: str, env: str | None) -> PreviewDocument:
@@ -237,13 +269,3 @@ class PreviewDocument(_Document):
             ),
             guidance=preview.guidance,
         )
-
-
-def _map_strings(data: Any, change: Callable[[str], str]) -> Any:
-    if isinstance(data, str):
-        return change(data)
-    if isinstance(data, dict):
-        return {key: _map_strings(value, change) for key, value in data.items()}
-    if isinstance(data, list):
-        return [_map_strings(value, change) for value in data]
-    return data

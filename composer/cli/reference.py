@@ -1,9 +1,10 @@
-"""The manifest and command-line references in Markdown, generated from the code itself.
+"""The manifest, command-line and JSON output references in Markdown, generated from the code.
 
 The manifest reference comes from the pydantic models, the command reference from the
-``composer`` argument parser: the documentation pages hold this module's output between
-markers (a test compares them), so the documented fields, types, defaults and options cannot
-drift from the code. ``python -m composer.cli.reference [PAGE ...]`` rewrites the blocks.
+``composer`` argument parser, the JSON output reference from the models of the documents
+``--json`` prints: the documentation pages hold this module's output between markers (a test
+compares them), so the documented fields, types, defaults and options cannot drift from the
+code. ``python -m composer.cli.reference [PAGE ...]`` rewrites the blocks.
 """
 
 from __future__ import annotations
@@ -20,40 +21,49 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from composer.catalog import ProviderTypes
+from composer.cli import documents
+from composer.cli.preview import PreviewDocument
 from composer.manifest import Manifest, ProviderConfig
 
 __all__ = [
     "CLI_END",
     "CLI_START",
     "END",
+    "JSON_DOCUMENTS",
     "PAGES",
     "START",
     "cli_reference",
+    "json_markers",
+    "json_reference",
     "markdown_reference",
     "refresh",
     "with_cli_reference",
+    "with_json_reference",
     "with_reference",
 ]
 
 _NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", Path: "path"}
 
 
-def _type_name(annotation: Any) -> str:
+def _type_name(annotation: Any, *, named: bool = False) -> str:
+    """How the reference writes a field's type; with ``named``, a model by its name."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
-        return _type_name(args[0])
+        return _type_name(args[0], named=named)
     if origin is typing.Literal:
         return " \\| ".join(repr(a) if isinstance(a, str) else str(a) for a in args)
     if origin in (typing.Union, types.UnionType):
-        names = [_type_name(a) for a in args if a is not type(None)]
+        names = [_type_name(a, named=named) for a in args if a is not type(None)]
         suffix = " or null" if type(None) in args else ""
         return " \\| ".join(names) + suffix
     if origin in (list, tuple, set, frozenset):
-        return f"list of {_type_name(args[0])}" if args else "list"
+        return f"list of {_type_name(args[0], named=named)}" if args else "list"
     if origin is dict:
-        return f"mapping of {_type_name(args[1])}" if len(args) == 2 else "mapping"
+        return f"mapping of {_type_name(args[1], named=named)}" if len(args) == 2 else "mapping"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if named:
+            return f"`{annotation.__name__}`"
         return "mapping (below)" if annotation.model_fields else "mapping"
     if annotation is typing.Any:
         return "any"
@@ -82,16 +92,21 @@ def _nested(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
+def _described(field: Any) -> str:
+    return " ".join((field.description or "").split()).replace("|", "\\|")
+
+
 def _table(model: type[BaseModel], prefix: str, skip: set[str]) -> list[str]:
     lines = ["| field | type | default | meaning |", "| --- | --- | --- | --- |"]
     below: list[tuple[str, type[BaseModel]]] = []
     for name, field in model.model_fields.items():
         if name in skip:
             continue
-        description = " ".join((field.description or "").split()).replace("|", "\\|")
         key = f"{prefix}{field.alias or name}"
         default = _default(field).replace("|", "\\|")
-        lines.append(f"| `{key}` | {_type_name(field.annotation)} | {default} | {description} |")
+        lines.append(
+            f"| `{key}` | {_type_name(field.annotation)} | {default} | {_described(field)} |"
+        )
         below.extend((f"{key}.", sub) for sub in _nested(field.annotation) if sub.model_fields)
     for sub_prefix, sub in below:
         lines += ["", *_table(sub, sub_prefix, set())]
@@ -114,7 +129,23 @@ def markdown_reference(provider_types: ProviderTypes | None = None) -> str:
 START, END = "<!-- reference:start -->", "<!-- reference:end -->"
 CLI_START, CLI_END = "<!-- cli:start -->", "<!-- cli:end -->"
 
-PAGES = (Path("docs/reference/manifest.md"), Path("docs/reference/cli.md"))
+JSON_DOCUMENTS: dict[str, type[BaseModel]] = {
+    "validate": documents.ValidateDocument,
+    "preview": PreviewDocument,
+    "render": documents.RenderDocument,
+    "diff": documents.DiffDocument,
+    "test": documents.TestDocument,
+    "audit-list": documents.AuditListDocument,
+    "memory-stats": documents.MemoryStatsDocument,
+}
+"""The document each ``--json`` prints, by the name of its block in the JSON reference
+(``audit show`` prints preview's)."""
+
+PAGES = (
+    Path("docs/reference/manifest.md"),
+    Path("docs/reference/cli.md"),
+    Path("docs/reference/json.md"),
+)
 """The pages that hold the generated blocks, relative to the repository's root."""
 
 
@@ -134,6 +165,49 @@ def with_reference(page: str, reference: str) -> str:
 def with_cli_reference(page: str, reference: str) -> str:
     """``page`` with the text between the command reference markers replaced by ``reference``."""
     return _between(page, CLI_START, CLI_END, reference)
+
+
+def json_markers(name: str) -> tuple[str, str]:
+    """The markers around the table of the document ``name`` (a key of ``JSON_DOCUMENTS``)."""
+    return f"<!-- json:{name}:start -->", f"<!-- json:{name}:end -->"
+
+
+_SHARED_PARTS = (documents.Location, documents.Diagnostic)
+"""Parts of several documents, described once (block ``parts``)."""
+
+
+def json_reference(name: str) -> str:
+    """Markdown: the document ``name`` (or ``parts``, the shared parts), then each part it
+    holds, one table each, a part named by its model."""
+    found: list[type[BaseModel]] = (
+        list(_SHARED_PARTS) if name == "parts" else [JSON_DOCUMENTS[name]]
+    )
+    for model in found:  # grows as it goes: each part's parts
+        for field in model.model_fields.values():
+            found += [
+                sub
+                for sub in _nested(field.annotation)
+                if sub not in found and sub not in _SHARED_PARTS
+            ]
+    lines: list[str] = []
+    for model in found:
+        summary = " ".join((model.__doc__ or "").split())
+        lines += [f"`{model.__name__}`" + (f": {summary}" if summary else ""), ""]
+        lines += ["| field | type | meaning |", "| --- | --- | --- |"]
+        lines += [
+            f"| `{field.alias or key}` | {_type_name(field.annotation, named=True)} | "
+            f"{_described(field)} |"
+            for key, field in model.model_fields.items()
+        ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def with_json_reference(page: str) -> str:
+    """``page`` with the table of each document it has markers for regenerated."""
+    for name in [*JSON_DOCUMENTS, "parts"]:
+        page = _between(page, *json_markers(name), json_reference(name))
+    return page
 
 
 # ------------------------------------------------------------------ the command reference
@@ -217,6 +291,7 @@ def refresh(page: Path) -> None:
         text = with_reference(text, markdown_reference())
     if CLI_START in text:
         text = with_cli_reference(text, cli_reference())
+    text = with_json_reference(text)
     page.write_text(text, encoding="utf-8")
 
 

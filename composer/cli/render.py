@@ -124,12 +124,22 @@ def _key(name: str | int) -> str:
 
 class _Writer:
     """Lines of one manifest: values from ``data``, origins and as-written text from
-    ``manifest``."""
+    ``manifest``; with ``only_set``, only the values a file set (and what holds them)."""
 
-    def __init__(self, manifest: Manifest, folder: Path | None) -> None:
+    def __init__(self, manifest: Manifest, folder: Path | None, *, only_set: bool) -> None:
         self.manifest = manifest
         self.folder = folder
         self.lines: list[str] = []
+        self.only_set = only_set
+        self.set_under = {keys[:end] for keys in manifest.origins for end in range(len(keys) + 1)}
+        """Every key path a file set a value at or under."""
+
+    def shown(self, keys: KeyPath) -> bool:
+        """Whether to write the value at ``keys``: always, or with ``only_set`` when a file
+        set it or a value under it, or it is an item of a list a file set."""
+        if not self.only_set or keys in self.set_under:
+            return True
+        return isinstance(keys[-1], int) and self.manifest.origin(*keys[:-1]) is not None
 
     def where(self, keys: KeyPath) -> str:
         origin = self.manifest.origin(*keys)
@@ -148,9 +158,11 @@ class _Writer:
 
     def entry(self, prefix: str, keys: KeyPath, value: Any, indent: int) -> None:
         """``prefix`` (``key:`` or ``-``) then ``value`` at ``indent`` spaces."""
+        if not self.shown(keys):
+            return
         pad = " " * indent
         where = self.where(keys)
-        if isinstance(value, Mapping) and value:
+        if isinstance(value, Mapping) and any(self.shown((*keys, key)) for key in value):
             self.lines.append(f"{pad}{prefix}  # {where}")
             for key, item in value.items():
                 self.entry(f"{_key(key)}:", (*keys, key), item, indent + 2)
@@ -169,7 +181,7 @@ class _Writer:
 
     def item(self, keys: KeyPath, value: Any, indent: int) -> None:
         """One list item; a mapping's first key goes on the ``-`` line."""
-        if isinstance(value, Mapping) and value:
+        if isinstance(value, Mapping) and any(self.shown((*keys, key)) for key in value):
             start = len(self.lines)
             for key, item in value.items():
                 self.entry(f"{_key(key)}:", (*keys, key), item, indent + 2)
@@ -179,9 +191,11 @@ class _Writer:
         self.entry("-", keys, value, indent)
 
 
-def render_lines(manifest: Manifest) -> list[str]:
-    """The effective manifest as YAML lines (no header), each value with its origin."""
-    writer = _Writer(manifest, manifest_folder(manifest))
+def render_lines(manifest: Manifest, *, only_set: bool = False) -> list[str]:
+    """The effective manifest as YAML lines (no header), each value with its origin; with
+    ``only_set``, only what the files set (it loads to the same manifest: the rest are
+    defaults)."""
+    writer = _Writer(manifest, manifest_folder(manifest), only_set=only_set)
     top = manifest.model_dump(by_alias=True, exclude={"providers", "extends"})
     for key in ("version", "budget"):
         writer.entry(f"{key}:", (key,), top.pop(key), 0)

@@ -114,7 +114,7 @@ async def test_an_unnamed_branch_is_named_by_its_id_alone(
     assert "None" not in out
     assert f"~ branch: {unnamed.id} -> {named.id} (payments)\n" in out
     assert "~ principal: team-a -> -\n" in out
-    assert main(["audit", "show", log, "--turn", ids[0]]) == 0
+    assert main(["audit", "show", log, ids[0]]) == 0
     shown = capsys.readouterr().out.splitlines()[0]
     assert shown.endswith(f", branch {unnamed.id}")
     assert main(["audit", "list", log]) == 0

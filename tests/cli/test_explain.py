@@ -88,6 +88,41 @@ def test_defaults_are_marked(prod: str) -> None:
     assert "    chunk_by: heading  # default" in section(prod, "runbooks")
 
 
+def test_only_set_prints_what_the_files_set_each_with_its_origin(
+    prod: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No default: every line a value (or what holds one) a file set, with that file's line."""
+    assert main(["render", str(CONFIGS), "--env", "prod", "--only-set"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == f"# only what the files set: {CONFIGS / 'prod.yaml'}"
+    assert SECRET not in out
+    assert not any(line.endswith("# default") for line in lines)
+    assert [line for line in lines if "# default" not in line] == lines
+    assert len(lines) < len(prod.splitlines()) / 2  # prod sets about half of what render shows
+    runbooks = section(out, "runbooks")
+    assert f"    max_tokens: 800  # {where('prod.yaml', 'max_tokens: 800', '8')}" in runbooks
+    assert f"    priority: 50  # {where('base.yaml', 'priority: 50', '5')}" in runbooks
+    assert not any(line.strip().startswith("chunk_by:") for line in runbooks)  # a default
+    assert not any(line.startswith("runtime:") for line in lines)  # no file sets it
+    token = where("prod.yaml", "Authorization", QUOTE)
+    assert f"        Authorization: Bearer ${{STATUS_TOKEN}}  # {token}" in section(out, "status")
+
+
+def test_only_set_keeps_a_mapping_written_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mapping written empty is set, though nothing in it is: it stays, as ``{}``."""
+    put(tmp_path / "m.yaml", "version: 1\nruntime: {}\nproviders: []\n")
+    assert main(["render", str(tmp_path / "m.yaml"), "--only-set"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1:] == [
+        f"version: 1  # {tmp_path / 'm.yaml'}:1:10",
+        f"runtime: {{}}  # {tmp_path / 'm.yaml'}:2:10",
+        "providers: []",
+    ]
+
+
 def test_keys_are_the_manifests_own(prod: str) -> None:
     """``json`` as a manifest spells it, not the model's ``json_body``; nothing flattened."""
     status = section(prod, "status")
@@ -105,15 +140,21 @@ def test_every_provider_and_field_is_listed(prod: str) -> None:
             assert any(line.split(":")[0].strip(" -") == key for line in lines), (config.name, key)
 
 
+@pytest.mark.parametrize("only_set", [False, True], ids=["all", "only-set"])
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
 def test_the_rendered_manifest_loads_back_to_the_same_manifest(
-    env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    env: str,
+    only_set: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Written in place of the environment's file, the output is the same manifest."""
+    """Written in place of the environment's file, the output is the same manifest; with
+    ``--only-set`` too, the defaults it leaves out being the defaults."""
     monkeypatch.setenv("STATUS_TOKEN", SECRET)
     folder = tmp_path / "configs"
     shutil.copytree(CONFIGS, folder, ignore=shutil.ignore_patterns("*.sqlite*"))
-    assert main(["render", str(folder), "--env", env]) == 0
+    assert main(["render", str(folder), "--env", env, *(["--only-set"] if only_set else [])]) == 0
     rendered = put(folder / "rendered.yaml", capsys.readouterr().out)
     original = load_manifest(folder, env=env)
     again = load_manifest(rendered)

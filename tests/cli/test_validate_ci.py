@@ -139,7 +139,7 @@ def test_all_envs_reports_each_environment(
     put(tmp_path / "envs/tests.yaml", "manifest: .\ntests: []\n")  # a test file: not an env
     assert main(["validate", str(tmp_path / "envs"), "--all-envs"]) == 1
     out, err = capsys.readouterr()
-    assert err == f"{tmp_path / 'envs' / 'b.yaml'}:2:9: budget: must be >= 0\n"
+    assert err == f"{tmp_path / 'envs' / 'b.yaml'}:2:9: budget: must be >= 0 (in b)\n"
     assert out.splitlines() == [
         f"{tmp_path / 'envs' / 'a.yaml'}: valid; 0 providers (0 enabled), budget 2000",
         f"{tmp_path / 'envs'}: 2 environments: 1 valid, 1 invalid (b)",
@@ -185,3 +185,28 @@ def test_an_unset_url_origin_stands_for_a_placeholder(
     assert "    max_tokens: ${CAP}  # " in out
     assert "      url: ${STATUS_URL}/search  # " in out
     assert "placeholder" not in out
+
+
+def test_all_envs_says_an_error_of_a_shared_base_once_with_the_environments_it_is_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistake in the base every environment extends is one line naming them, not one
+    unnamed line per environment; a warning too."""
+    put(
+        tmp_path / "envs/base.yaml",
+        "version: 1\nbudget: -1\nproviders:\n  - {name: a, type: static, text: A, max_tokens: 0}\n",
+    )
+    put(tmp_path / "envs/dev.yaml", "extends: base.yaml\n")
+    put(tmp_path / "envs/prod.yaml", "extends: base.yaml\nbudget: 10\n")
+    assert main(["validate", str(tmp_path / "envs"), "--all-envs"]) == 1
+    out, err = capsys.readouterr()
+    base = tmp_path / "envs" / "base.yaml"
+    assert err.splitlines() == [
+        f"{base}:2:9: budget: must be >= 0 (in base, dev)",
+        f'{base}:4:50: warning: provider "a": max_tokens: 0 means no cap (ADR-0008 D3); '
+        "remove it or set a positive cap (in prod)",
+    ]
+    assert (
+        out.splitlines()[-1]
+        == f"{tmp_path / 'envs'}: 3 environments: 1 valid, 2 invalid (base, dev)"
+    )

@@ -114,7 +114,7 @@ async def test_audit_show_prints_the_turn_as_preview_prints_a_turn(
     log = str(tmp_path / "turns.jsonl")
     turn_id = reports[0].turn_id
     assert turn_id is not None
-    assert main(["audit", "show", log, "--turn", turn_id]) == 0
+    assert main(["audit", "show", log, turn_id]) == 0
     out = capsys.readouterr().out
     assert f"turn: {turn_id} at " in out
     assert f"manifest: {tmp_path / 'm.yaml'} (env m)" in out
@@ -130,7 +130,7 @@ async def test_audit_show_prints_the_turn_as_preview_prints_a_turn(
     assert "budget: 4 of 40 tokens used" in out
     assert "You are on call.\nAnswer in English.\n" in out
 
-    assert main(["audit", "show", log, "--turn", turn_id, "--json"]) == 0
+    assert main(["audit", "show", log, turn_id, "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert [(p["name"], p["outcome"], p["tokens"]) for p in document["providers"]] == [
         ("rules", "fired", 4),
@@ -208,14 +208,17 @@ async def test_unknown_ambiguous_and_torn_lines_are_reported(
     log = tmp_path / "turns.jsonl"
     with log.open("a") as handle:
         handle.write('{"version": 1, "time": "2026-')  # a writer killed mid-line
-    assert main(["audit", "show", str(log), "--turn", "ffff"]) == 1
-    assert "no turn ffff" in capsys.readouterr().err
-    process = (reports[0].turn_id or "")[:16]  # every turn of this process starts so
-    assert main(["audit", "show", str(log), "--turn", process]) == 1
-    assert "2 turns start with" in capsys.readouterr().err
+    assert main(["audit", "show", str(log), "zzzz"]) == 1
+    assert "no turn zzzz" in capsys.readouterr().err
     line, skipped = find_turn(log, None)
     assert line.turn_id == reports[1].turn_id
     assert [number for number, _ in skipped] == [3]
+    first = reports[0].turn_id or ""
+    twin = first[:8] + "f" * 24  # another turn whose id starts as the first's does
+    with log.open("a") as handle:
+        handle.write("\n" + log.read_text().splitlines()[0].replace(first, twin) + "\n")
+    assert main(["audit", "show", str(log), first[:8]]) == 1
+    assert "2 turns start with" in capsys.readouterr().err
     assert main(["audit", "show", str(tmp_path / "missing.jsonl")]) == 1
 
 

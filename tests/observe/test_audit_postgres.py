@@ -151,7 +151,7 @@ async def test_show_and_diff_name_turns_by_id_or_prefix(
     assert second is not None
     location = [postgres_dsn, "--schema", schema]
 
-    assert main(["audit", "show", *location, "--turn", second]) == 0
+    assert main(["audit", "show", *location, second[:8]]) == 0
     shown = capsys.readouterr().out
     assert f"turn: {second} at " in shown
     assert "status please" in shown  # kept text
@@ -163,11 +163,19 @@ async def test_show_and_diff_name_turns_by_id_or_prefix(
     assert diff.startswith(f"# turn {first} -> turn {second}: ")
     assert "~ deploys: outcome fired -> guarded" in diff
 
-    shared = first[: len(first) - 8]  # both ids start with it
-    assert second.startswith(shared)
-    assert main(["audit", "show", *location, "--turn", shared]) == 1
+    twin = first[:8] + "f" * 24  # a row whose id starts as the first's does
+    rows(
+        postgres_dsn,
+        schema,
+        "INSERT INTO {s}.audit_turns (time, turn_id, branch_id, tokens_used, bytes, line) "
+        f"SELECT time, '{twin}', branch_id, tokens_used, bytes, replace(line, '{first}', "
+        f"'{twin}') FROM {{s}}.audit_turns WHERE turn_id = '{first}'",
+    )
+    assert main(["audit", "show", *location, first[:8]]) == 1
     assert "2 turns start with" in capsys.readouterr().err
-    assert main(["audit", "show", *location, "--turn", "zz"]) == 1
+    assert main(["audit", "show", *location, first[:9]]) == 0
+    assert f"turn: {first} at " in capsys.readouterr().out
+    assert main(["audit", "show", *location, "zz"]) == 1
     assert "no turn zz" in capsys.readouterr().err
     line, skipped = find_turn(postgres_dsn, first[:-1] + first[-1], schema=schema)
     assert (line.turn_id, skipped) == (first, [])

@@ -193,6 +193,9 @@ def test_a_located_error_masks_a_lower_cased_secret_host(
         ["diff", "{folder}", "--env", "dev", "--env", "prod"],
         ["preview", "{folder}", "--env", "dev", "--instruction", "deploy"],
         ["preview", "{folder}", "--env", "prod", "--instruction", "deploy", "--json"],
+        ["validate", "{folder}", "--all-envs", "--json"],
+        ["explain", "{folder}", "--env", "prod", "--json"],
+        ["diff", "{folder}", "--env", "dev", "--env", "prod", "--json"],
     ],
     ids=lambda argv: " ".join(a for a in argv if not a.startswith("{")),
 )
@@ -212,6 +215,9 @@ def test_the_command_line_prints_no_secret(
         ["validate", "{folder}", "--env", "dev"],
         ["preview", "{folder}", "--env", "dev", "--instruction", "deploy"],
         ["preview", "{folder}", "--env", "prod", "--instruction", "deploy", "--json"],
+        ["validate", "{folder}", "--all-envs", "--json"],
+        ["explain", "{folder}", "--env", "prod", "--json"],
+        ["diff", "{folder}", "--env", "dev", "--env", "prod", "--json"],
     ],
     ids=lambda argv: " ".join(a for a in argv if not a.startswith("{")),
 )

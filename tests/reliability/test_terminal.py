@@ -145,6 +145,26 @@ def test_preview_json_is_valid_and_keeps_the_exact_names(
     assert CORPUS_FILE in document["guidance"]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["validate", "{folder}", "--all-envs", "--json"],
+        ["render", "{folder}", "--env", "a", "--json"],
+        ["diff", "{folder}", "--env", "a", "--env", "b", "--json"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_every_json_document_is_valid_and_keeps_the_exact_names(
+    command: list[str], folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(*(a.format(folder=folder) for a in command), capsys=capsys)
+    assert code == 0, err
+    assert_safe(out)
+    text = json.dumps(json.loads(out), ensure_ascii=False)
+    for name in NAMES:
+        assert json.dumps(name, ensure_ascii=False)[1:-1] in text, name
+
+
 def test_a_manifest_file_name_is_escaped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
+from composer.cli.options import IntermixedParser, add_json
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -20,7 +21,7 @@ __all__ = ["DESCRIPTION", "add_arguments", "run"]
 DESCRIPTION = (
     "Read an audit log written with the manifest's `runtime.audit` (one JSON line per turn): "
     "a file, or a PostgreSQL table named by its DSN and --schema. A turn ID may be any unique "
-    "prefix of a turn id."
+    "prefix of a turn id (8 characters tell apart the newest 10,000 turns of a process)."
 )
 
 _LOG = "the audit log: a file (turns.jsonl) or a DSN (postgresql://...)"
@@ -37,7 +38,8 @@ def _location(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(metavar="ACTION", required=True)
+    # intermixed: `show LOG --schema S ID` as well as `show LOG ID --schema S`
+    actions = parser.add_subparsers(metavar="ACTION", required=True, parser_class=IntermixedParser)
     listing = actions.add_parser(
         "list",
         help="one line per turn, newest first",
@@ -53,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     listing.add_argument("--limit", type=int, default=20, metavar="N", help="the newest N turns")
     listing.add_argument("--branch", metavar="ID", help="only the turns of this branch id")
     listing.add_argument("--principal", metavar="NAME", help="only the turns of this principal")
+    add_json(listing)
     listing.set_defaults(action=_list)
     show = actions.add_parser(
         "show",
@@ -60,13 +63,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=(
             "Print one turn of LOG as `composer preview` prints a turn: one row per provider "
             "(outcome, tokens, milliseconds), the budget used, then the text the model saw when "
-            "the log kept text (`keep_text: true`), else each block's SHA-256. Without --turn, "
+            "the log kept text (`keep_text: true`), else each block's SHA-256. Without ID, "
             "the newest turn of LOG."
         ),
     )
     _location(show)
-    show.add_argument("--turn", metavar="ID", help="the turn id, or a unique prefix of it")
-    show.add_argument("--json", action="store_true", help="the preview's JSON document instead")
+    show.add_argument("turn", metavar="ID", nargs="?", help="the turn id, or a unique prefix of it")
+    # the spelling before ID was positional, as in `audit diff`: kept for scripts, warned
+    show.add_argument("--turn", dest="turn_option", metavar="ID", help=argparse.SUPPRESS)
+    add_json(show)  # preview's document
     show.set_defaults(action=_show)
     diff = actions.add_parser(
         "diff",
@@ -107,8 +112,13 @@ def _list(args: argparse.Namespace, output: Output) -> int:
         )
     except AuditReadError as e:
         output.error(f"composer audit: {e}")
+        if args.json:
+            _print_listing(args, output, None, None, [], str(e))
         return FAILURE
     _skipped(args.file, skipped, output)
+    if args.json:
+        _print_listing(args, output, lines, total, skipped)
+        return SUCCESS
     for line in lines:
         output.print(list_line(line))
     shown = f"the newest {len(lines)} of " if len(lines) < total else ""
@@ -116,19 +126,75 @@ def _list(args: argparse.Namespace, output: Output) -> int:
     return SUCCESS
 
 
+def _print_listing(
+    args: argparse.Namespace,
+    output: Output,
+    lines: list[AuditLine] | None,
+    total: int | None,
+    skipped: list[tuple[int, str]],
+    error: str | None = None,
+) -> None:
+    """``audit list`` as ``composer.cli.documents.AuditListDocument``."""
+    from composer.cli.documents import (
+        AuditListDocument,
+        ListedProvider,
+        ListedTurn,
+        SkippedLine,
+        diagnostic,
+        print_document,
+    )
+    from composer.observe.audit_source import shown
+
+    turns = None
+    if lines is not None:
+        turns = [
+            ListedTurn(
+                time=line.time,
+                turn_id=line.turn_id,
+                branch_id=line.branch.id,
+                branch_name=line.branch.name,
+                principal=line.branch.principal,
+                tokens_used=line.tokens_used,
+                budget=line.budget,
+                providers=[ListedProvider(name=p.name, outcome=p.outcome) for p in line.providers],
+                instruction=line.instruction.text if line.instruction is not None else None,
+            )
+            for line in lines
+        ]
+    document = AuditListDocument(
+        log=shown(args.file),
+        total=total,
+        turns=turns,
+        skipped=[SkippedLine(line=number, problem=problem) for number, problem in skipped],
+        errors=[] if error is None else [diagnostic(None, error)],
+    )
+    print_document(output, document)
+
+
 def _show(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.audit import branch_label, preview_of
+    from composer.cli.documents import print_document
     from composer.cli.preview import PreviewDocument
     from composer.cli.tables import print_preview
 
-    line = _turn(args, args.turn, output)
+    turn = args.turn
+    if args.turn_option is not None:
+        if turn is not None:
+            output.error("composer audit show: give the turn once: composer audit show LOG ID")
+            return USAGE
+        output.warning(
+            "composer audit show: --turn is deprecated and will be removed: "
+            "give the turn after LOG (composer audit show LOG ID)"
+        )
+        turn = args.turn_option
+    line = _turn(args, turn, output)
     if line is None:
         return FAILURE
     preview = preview_of(line)
     shown = line.manifest.path or "(unknown manifest)"
     if args.json:
         document = PreviewDocument.of(preview, manifest=shown, env=line.manifest.env)
-        output.json(document.model_dump_json(indent=2))
+        print_document(output, document)
         return SUCCESS
     output.print(f"turn: {line.turn_id} at {line.time}, branch {branch_label(line.branch)}")
     # The line was masked when it was written: nothing is left to redact (no secret known).

@@ -8,9 +8,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, TROUBLE, USAGE
-from composer.cli.options import MANIFEST_HELP, add_no_interpolate, manifest_from
+from composer.cli.options import MANIFEST_HELP, add_json, add_no_interpolate, manifest_from
 
 if TYPE_CHECKING:
+    from composer.cli.documents import Diagnostic, DiffSide
+    from composer.cli.explain import Change, Value
     from composer.cli.output import Output
     from composer.manifest import Manifest
 
@@ -41,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--exit-code", action="store_true", help="exit 1 when there are differences"
     )
     add_no_interpolate(parser)
+    add_json(parser)
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
@@ -52,8 +55,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
         if len(envs) != 2:
             output.error("composer diff: give exactly two environments: --env A --env B")
             return USAGE
-        first, second = (manifest_from(args, output, env) for env in envs)
-        return _print_diff(args, output, f"{envs[0]} -> {envs[1]}", first, second)
+        problems: list[Diagnostic] = []
+        first, second = (manifest_from(args, output, env, problems=problems) for env in envs)
+        return _print_diff(args, output, f"{envs[0]} -> {envs[1]}", first, second, problems)
     if len(envs) > 1:
         output.error("composer diff: two folders or revisions compare one environment: --env ENV")
         return USAGE
@@ -64,6 +68,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
         output.error("composer diff: give MANIFEST")
         return USAGE
     env = envs[0] if envs else None
+    suffix = f" (env {env})" if env else ""
+    title = (args.rev or f"{args.manifest} -> {args.other}") + suffix
+    problems = []
     try:
         old, new = split_range(args.rev) if args.rev is not None else (None, None)
         dotenv = not args.no_interpolate and _dotenv_beside_manifest()
@@ -71,19 +78,24 @@ def run(args: argparse.Namespace, output: Output) -> int:
             checkout(args.manifest, old, dotenv=dotenv) as before,
             checkout(args.other or args.manifest, new, dotenv=dotenv) as after,
         ):
-            title = (
-                f"{old} -> {new or 'working tree'}"
-                if args.rev
-                else f"{args.manifest} -> {args.other}"
+            if args.rev:
+                title = f"{old} -> {new or 'working tree'}{suffix}"
+            first, second = (
+                manifest_from(
+                    args, output, env, path=side.path, shown=side.shown, problems=problems
+                )
+                for side in (before, after)
             )
-            first = manifest_from(args, output, env, path=before.path, shown=before.shown)
-            second = manifest_from(args, output, env, path=after.path, shown=after.shown)
             shown = (before.shown, after.shown)
             notes = [side.note for side in (before, after) if side.note is not None]
-            title += f" (env {env})" if env else ""
-            return _print_diff(args, output, title, first, second, shown, notes)
+            return _print_diff(args, output, title, first, second, problems, shown, notes)
     except SettingsError as e:
+        from composer.cli.documents import diagnostic
+
         output.error(f"composer diff: {e}")
+        problems.append(diagnostic(None, output.relative(str(e))))
+        if args.json:
+            _print_document(output, title, None, problems, (), ())
         return TROUBLE if args.exit_code else FAILURE
 
 
@@ -93,16 +105,22 @@ def _print_diff(
     title: str,
     first: Manifest | None,
     second: Manifest | None,
+    problems: list[Diagnostic],
     shown: Sequence[Callable[[str], str]] = (),
     notes: Sequence[str] = (),
 ) -> int:
-    """Print the differences, after the title and ``notes``; the exit code (``--exit-code``:
-    1 when any, 2 when a side failed)."""
+    """Print the differences, after the title and ``notes`` (or their JSON document); the
+    exit code (``--exit-code``: 1 when any, 2 when a side failed)."""
     from composer.cli.explain import diff_manifests
 
     if first is None or second is None:
+        if args.json:
+            _print_document(output, title, None, problems, shown, notes)
         return TROUBLE if args.exit_code else FAILURE
     changes = diff_manifests(first, second)
+    if args.json:
+        _print_document(output, title, changes, problems, shown, notes, first.redact, second.redact)
+        return FAILURE if args.exit_code and changes else SUCCESS
     noun = "difference" if len(changes) == 1 else "differences"
     output.print(f"# {title}: {len(changes)} {noun}")
     for note in notes:
@@ -113,6 +131,53 @@ def _print_diff(
             line = relabel(line)
         output.print(line)
     return FAILURE if args.exit_code and changes else SUCCESS
+
+
+def _print_document(
+    output: Output,
+    title: str,
+    changes: list[Change] | None,
+    problems: list[Diagnostic],
+    shown: Sequence[Callable[[str], str]],
+    notes: Sequence[str],
+    *redactions: Callable[[str], str],
+) -> None:
+    """The diff as ``composer.cli.documents.DiffDocument``; a side's values masked as that
+    side's manifest masks them."""
+    from composer.cli.documents import DiffDocument, Difference, print_document
+
+    def relabel(text: str) -> str:
+        for change in shown:  # a revision's export shown as REV:folder/
+            text = change(text)
+        return text
+
+    differences = None
+    if changes is not None:
+        before_redact, after_redact = redactions
+        differences = [
+            Difference(
+                change=change.kind,
+                path=change.path,
+                before=_side(change.before, before_redact, relabel),
+                after=_side(change.after, after_redact, relabel),
+            )
+            for change in changes
+        ]
+    document = DiffDocument(
+        title=title, notes=list(notes), differences=differences, errors=problems
+    )
+    print_document(output, document)
+
+
+def _side(
+    value: Value | None, redact: Callable[[str], str], relabel: Callable[[str], str]
+) -> DiffSide | None:
+    from composer.cli.documents import DiffSide, located, map_strings
+
+    if value is None:
+        return None
+    origin = located(relabel(value.origin.location)) if value.origin is not None else None
+    return DiffSide(value=map_strings(value.data, redact), origin=origin)
 
 
 def _dotenv_beside_manifest() -> bool:

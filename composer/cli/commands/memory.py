@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
+from composer.cli.options import add_json
 from composer.cli.output import counted
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "exist (it is never created).",
     )
     stats.add_argument("store", metavar="STORE", help=_STORE_HELP)
+    add_json(stats)
     stats.set_defaults(action=_stats)
 
 
@@ -109,10 +111,23 @@ def run(args: argparse.Namespace, output: Output) -> int:
         return asyncio.run(act())
     except ValueError as e:
         output.error(f"composer memory: {e}")
+        _print_failure(args, output, str(e))
         return USAGE
     except ComposerError as e:
         output.error(f"composer memory: {e}")
+        _print_failure(args, output, str(e))
         return FAILURE
+
+
+def _print_failure(args: argparse.Namespace, output: Output, error: str) -> None:
+    """With ``stats --json``, the document of a store that could not be read."""
+    if getattr(args, "json", False):
+        from composer.cli.documents import MemoryStatsDocument, diagnostic, print_document
+
+        document = MemoryStatsDocument(
+            store=None, items=None, namespaces=None, errors=[diagnostic(None, error)]
+        )
+        print_document(output, document)
 
 
 def _open(spec: str, args: argparse.Namespace, opened: list[Store]) -> Store:
@@ -247,6 +262,17 @@ async def _export(args: argparse.Namespace, output: Output, opened: list[Store])
 async def _stats(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
     store = await _existing(args.store, args, opened)
     counts = await store.counts()
+    if args.json:
+        from composer.cli.documents import MemoryStatsDocument, print_document
+
+        document = MemoryStatsDocument(
+            store=_shown(store),
+            items=sum(counts.values()),
+            namespaces={name or "": n for name, n in sorted(counts.items())},
+            errors=[],
+        )
+        print_document(output, document)
+        return SUCCESS
     output.print(
         f"{_shown(store)}: {counted(sum(counts.values()), 'item')} in "
         f"{counted(len(counts), 'namespace')}"

@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
-from composer.cli.options import add_manifest_arguments, manifest_from
+from composer.cli.options import add_json, add_manifest_arguments, manifest_from
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help='the branch as JSON, e.g. \'{"name": "payments", "metadata": {"team": "a"}}\' '
         "(--branch-name and --metadata win over it)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON document instead")
+    add_json(parser)
     parser.add_argument("--strict", action="store_true", help="exit 1 when any provider failed")
     parser.add_argument(
         "--watch",
@@ -98,11 +98,10 @@ def run(args: argparse.Namespace, output: Output) -> int:
         return FAILURE
     preview.default_system = system == DEFAULT_SYSTEM and args.system is None
     if args.json:
+        from composer.cli.documents import print_document
+
         document = PreviewDocument.of(preview, manifest=shown, env=args.env, redact=manifest.redact)
-        # through json, not pydantic: a lone surrogate (bytes that are not UTF-8 in a file name
-        # or an argument) becomes a \udcXX escape instead of a serialisation error
-        data = document.model_dump(mode="json")
-        output.json(json.dumps(data, indent=2, ensure_ascii=not output.utf8))
+        print_document(output, document)
     else:
         print_preview(preview, shown, args.env, output, manifest.redact)
     return FAILURE if args.strict and preview.report.failed else SUCCESS

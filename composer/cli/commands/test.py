@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from composer.cli.exit_codes import FAILURE, SUCCESS
+from composer.cli.options import add_json
 
 if TYPE_CHECKING:
-    from composer.cli.expectations import Failure
+    from composer.cli.documents import Diagnostic
+    from composer.cli.expectations import CaseResult, Failure, Tests
     from composer.cli.output import Output
+    from composer.errors import ManifestError
 
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
 
@@ -31,6 +35,7 @@ _TEXT_LINES = 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("tests", metavar="TESTS", help="the test file (e.g. configs/tests.yaml)")
     parser.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    add_json(parser)
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
@@ -40,11 +45,14 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from composer.manifest import redact
 
     output.name_files_as(args.tests)
+    json_out, output = output, output.muted() if args.json else output  # results: as JSON
     try:
         tests = load_tests(args.tests)
     except ManifestError as e:
         for error in e.errors:
             output.error(f"{error.location}: {error.message}")
+        if args.json:
+            _print_document(args, json_out, None, None, e.errors)
         return FAILURE
     _warn(output, tests.warnings)
     count = len(tests.model.tests)
@@ -72,6 +80,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if args.junit:
         with open(args.junit, "wb") as handle:
             handle.write(junit_xml(args.tests, results))
+    if args.json:
+        _print_document(args, json_out, tests, results, [])
     return SUCCESS if passed == len(results) else FAILURE
 
 
@@ -79,3 +89,44 @@ def _warn(output: Output, warnings: list[Failure]) -> None:
     """Located warnings on stderr, as ``validate`` prints them."""
     for warning in warnings:
         output.warning(f"{warning.where}: warning: {warning.message}")
+
+
+def _print_document(
+    args: argparse.Namespace,
+    output: Output,
+    tests: Tests | None,
+    results: list[CaseResult] | None,
+    errors: Sequence[ManifestError],
+) -> None:
+    """The run as ``composer.cli.documents.TestDocument``."""
+    from composer.cli.documents import TestDocument, TestResult, diagnostic, print_document
+
+    def said(failures: Sequence[Failure]) -> list[Diagnostic]:
+        return [diagnostic(output.relative(f.where), output.relative(f.message)) for f in failures]
+
+    cases = None
+    if results is not None:
+        cases = [
+            TestResult(
+                name=result.name,
+                env=result.env,
+                passed=result.passed,
+                failures=said(result.failures),
+                errors=said(result.errors),
+                warnings=said(result.warnings),
+                text=result.text,
+            )
+            for result in results
+        ]
+    passed = None if cases is None else sum(1 for case in cases if case.passed)
+    document = TestDocument(
+        tests=args.tests,
+        passed=passed,
+        failed=None if cases is None else len(cases) - (passed or 0),
+        results=cases,
+        errors=[
+            diagnostic(output.relative(e.location), output.relative(e.message)) for e in errors
+        ],
+        warnings=said(tests.warnings) if tests is not None else [],
+    )
+    print_document(output, document)
