@@ -210,6 +210,32 @@ async def test_a_tool_result_is_written_back_and_a_later_turn_finds_it(tmp_path:
     assert [m["role"] for m in other.messages] == ["system", "user"]
 
 
+async def test_a_run_without_a_thread_id_is_a_branch_of_its_own(tmp_path: Path) -> None:
+    """No ``thread_id``: each run composes on a branch no other run shares (no ``default``),
+    and its state keeps no trace of composer (the run token is private)."""
+    manifest = load(tmp_path)
+    middleware = ComposerMiddleware(manifest)
+    with serve_chat() as chat:
+        model = ChatOpenAI(
+            model="gpt-4.1-mini", base_url=chat.base_url, api_key="any", use_responses_api=False
+        )  # no checkpointer: nothing needs a thread
+        agent = create_agent(
+            model, [disk], system_prompt=SYSTEM, middleware=[middleware], name="platform"
+        )
+        config: Any = {"metadata": {"team": "payments"}}
+        states = [
+            await agent.ainvoke({"messages": [HumanMessage("How do I roll back?")]}, config)
+            for _ in range(2)
+        ]
+    await middleware.aclose()
+    await manifest.aclose()
+    first, second = (system_of(request) for request in chat.requests)
+    assert "RULES-r7 for platform of payments in conversation-" in first
+    assert "in default." not in first + second
+    assert first != second  # two branch ids
+    assert [sorted(state) for state in states] == [["messages"], ["messages"]]
+
+
 async def test_a_provider_that_times_out_leaves_the_turn_running(tmp_path: Path) -> None:
     manifest = load(tmp_path, "  - {name: slow, type: sleepy, timeout_s: 0.2}\n")
     middleware = ComposerMiddleware(manifest)

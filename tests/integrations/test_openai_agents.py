@@ -126,8 +126,8 @@ def load(tmp_path: Path, extra: str = "") -> composer.Manifest:
 async def remember(manifest: composer.Manifest, note: str) -> None:
     """Put ``note`` in the manifest's memory store, as a writeback of another conversation."""
     async with Composer(manifest) as composing:
-        await composing.compose("earlier", note)
-        await composing.writeback("earlier", [note])
+        turn = await composing.compose("earlier", note)
+        await composing.writeback(turn, [note])
 
 
 @pytest.fixture
