@@ -41,6 +41,7 @@ from composer.hooks import (
     Progress,
     WarmUp,
     Writeback,
+    WritebackCount,
     require_coroutines,
 )
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
@@ -82,11 +83,13 @@ logger = logging.getLogger("composer.registry")  # writeback failures log where 
 
 class WritebackResult(NamedTuple):
     """What one provider's writeback did: items stored (None: its hook does not say), or the
-    first line of its error, secrets masked (``error`` is None when it succeeded)."""
+    first line of its error, secrets masked (``error`` is None when it succeeded); ``cut``:
+    how many of the stored items were cut to the provider's size cap (``WritebackCount``)."""
 
     name: str
     stored: int | None
     error: str | None
+    cut: int = 0
 
 
 class ManagedProvider:
@@ -386,6 +389,9 @@ class ManifestRegistry(ContextProviderRegistry):
                     "context provider %r writeback raised; skipping", provider.name, exc_info=True
                 )
                 results.append(WritebackResult(provider.name, None, self.describe_error(e)))
+                continue
+            if isinstance(stored, WritebackCount):
+                results.append(WritebackResult(provider.name, int(stored), None, stored.cut))
                 continue
             count = stored if type(stored) is int else None
             results.append(WritebackResult(provider.name, count, None))

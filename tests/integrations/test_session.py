@@ -148,3 +148,24 @@ async def test_each_principal_has_its_own_conversations(tmp_path: Path) -> None:
         finally:
             current_principal.reset(token)
     await loaded.aclose()
+
+
+async def test_an_8_mb_tool_result_is_stored_cut_and_later_turns_keep_their_memory(
+    tmp_path: Path,
+) -> None:
+    """Through an integration's writeback: the huge result is stored cut (counted in the
+    result), the turn goes on, and a later turn's memory block still renders."""
+    huge = "".join(f"db1 disk row {n:09d} is fine\n" for n in range(8 * 1024 * 1024 // 32))
+    loaded = manifest(tmp_path)
+    async with Composer(loaded) as composing:
+        turn = await composing.compose("t", "db1", system="S\n")
+        [result] = await composing.writeback(turn, [huge])
+        later = await composing.compose("t", "db1", system="S\n")
+    await loaded.aclose()
+    assert (result.name, result.stored, result.error, result.cut) == ("notes", 1, None, 1)
+    assert later.report is not None
+    assert [(o.name, o.outcome) for o in later.report.outcomes] == [
+        ("rules", "fired"),
+        ("notes", "fired"),
+    ]
+    assert f"the whole result had {len(huge):,}]" in later.instructions
