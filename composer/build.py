@@ -125,6 +125,8 @@ class ManagedProvider:
             compile_template(config.cache.key) if config.cache and config.cache.key else None
         )
         self._wrap = compile_template(wrap, WRAP_NAMES) if wrap else None
+        self.wrapped = self._wrap is not None
+        """Whether a ``wrap`` (its own or ``runtime.wrap``) labels its block."""
         self._notice = config.on_failure.notice if config.on_failure is not None else None
         self._plain = (
             self.cache is None
@@ -342,6 +344,8 @@ class ManifestRegistry(ContextProviderRegistry):
         """``adr`` (ADR-0008 D4) or ``stable_prefix``, which ``prepare_turn`` reads."""
         self.stable_names = frozenset(p.name for p in managed if p.stable)
         """The providers whose blocks ``stable_prefix`` keeps in the system fold."""
+        self.wrapped_names = frozenset(p.name for p in managed if p.wrapped)
+        """The providers whose blocks their ``wrap`` labels (``stable_prefix`` does not)."""
         self._redact = redact
         self.observer = observer
         self._history: deque[ProviderReport] = deque(
