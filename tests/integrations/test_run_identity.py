@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fakechat import MODEL, FakeChat, serve_chat
 
@@ -43,12 +45,18 @@ class Interleaving:
         await self.release.wait()
         return f"{SECRET} ({host})"
 
-    async def while_inside(self, team_a: asyncio.Task[Any], team_b: Any) -> None:
-        """Team b's whole run while team a's run waits in its tool; then team a finishes."""
+    async def play(self, chat: FakeChat, ask: Callable[[str, str], Awaitable[Any]]) -> None:
+        """``ask(text, team)`` runs one team's run. Team a's run calls the tool; team b's whole
+        run goes while it waits there (requests 0: a, 1: b, 2: a); then team b's later run
+        (3) and team a's (4)."""
+        chat.reply_tool_call("lookup", {"host": "db1"})
+        team_a = asyncio.create_task(ask("check db1", "a"))
         await asyncio.wait_for(self.inside.wait(), 60)
-        await team_b
+        await ask("hello", "b")
         self.release.set()
         await team_a
+        await ask("anything new?", "b")
+        await ask("anything new?", "a")
 
 
 def load(tmp_path: Path) -> composer.Manifest:
@@ -69,7 +77,9 @@ async def namespaces(tmp_path: Path) -> dict[str, str]:
         await store.aclose()
 
 
-def assert_apart(stored: dict[str, str], chat: FakeChat, team_b: list[int], later_a: int) -> None:
+def assert_apart(
+    stored: dict[str, str], chat: FakeChat, team_b: tuple[int, ...] = (1, 3), later_a: int = 4
+) -> None:
     """Team a's result is in team a's namespace and the model call of team a's later run;
     nowhere in team b's namespace or any of team b's model calls."""
     assert SECRET in stored["a"]
@@ -95,22 +105,24 @@ async def test_langchain_runs_without_thread_ids(tmp_path: Path) -> None:
     steps = Interleaving()
     lookup = tool(steps.lookup, description="What is known of a host.")
     with serve_chat() as chat:
-        model = ChatOpenAI(
-            model=MODEL, base_url=chat.base_url, api_key="x", use_responses_api=False
-        )
-        agent = create_agent(model, [lookup], system_prompt=SYSTEM, middleware=[middleware])
+        async with httpx.AsyncClient() as client:
+            model = ChatOpenAI(
+                model=MODEL,
+                base_url=chat.base_url,
+                api_key="x",
+                use_responses_api=False,
+                http_async_client=client,
+            )
+            agent = create_agent(model, [lookup], system_prompt=SYSTEM, middleware=[middleware])
 
-        def ask(text: str, team: str) -> Any:
-            return agent.ainvoke({"messages": [HumanMessage(text)]}, {"metadata": {"team": team}})
+            def ask(text: str, team: str) -> Any:
+                config: Any = {"metadata": {"team": team}}
+                return agent.ainvoke({"messages": [HumanMessage(text)]}, config)
 
-        chat.reply_tool_call("lookup", {"host": "db1"})
-        team_a = asyncio.create_task(ask("check db1", "a"))
-        await steps.while_inside(team_a, ask("hello", "b"))  # requests 0 (a), 1 (b), 2 (a)
-        await ask("anything new?", "b")  # 3
-        await ask("anything new?", "a")  # 4
+            await steps.play(chat, ask)
     await middleware.aclose()
     await manifest.aclose()
-    assert_apart(await namespaces(tmp_path), chat, team_b=[1, 3], later_a=4)
+    assert_apart(await namespaces(tmp_path), chat)
 
 
 async def test_pydantic_ai_conversations_reusing_one_id(tmp_path: Path) -> None:
@@ -139,14 +151,10 @@ async def test_pydantic_ai_conversations_reusing_one_id(tmp_path: Path) -> None:
             return agent.run(text, conversation_id="shared-7", metadata={"team": team})
 
         async with agent:
-            chat.reply_tool_call("lookup", {"host": "db1"})
-            team_a = asyncio.create_task(ask("check db1", "a"))
-            await steps.while_inside(team_a, ask("hello", "b"))  # requests 0 (a), 1 (b), 2 (a)
-            await ask("anything new?", "b")  # 3
-            await ask("anything new?", "a")  # 4
+            await steps.play(chat, ask)
     await capability.aclose()
     await manifest.aclose()
-    assert_apart(await namespaces(tmp_path), chat, team_b=[1, 3], later_a=4)
+    assert_apart(await namespaces(tmp_path), chat)
 
 
 async def test_agent_framework_sessions_reusing_one_id(tmp_path: Path) -> None:
@@ -181,13 +189,9 @@ async def test_agent_framework_sessions_reusing_one_id(tmp_path: Path) -> None:
                 session = agents[team].create_session(session_id="shared-7")
                 return agents[team].run(text, session=session)
 
-            chat.reply_tool_call("lookup", {"host": "db1"})
-            team_a = asyncio.create_task(ask("check db1", "a"))
-            await steps.while_inside(team_a, ask("hello", "b"))  # requests 0 (a), 1 (b), 2 (a)
-            await ask("anything new?", "b")  # 3
-            await ask("anything new?", "a")  # 4
+            await steps.play(chat, ask)
     await manifest.aclose()
-    assert_apart(await namespaces(tmp_path), chat, team_b=[1, 3], later_a=4)
+    assert_apart(await namespaces(tmp_path), chat)
 
 
 async def test_openai_agents_filters_sharing_one_composer_and_id(tmp_path: Path) -> None:
@@ -216,10 +220,6 @@ async def test_openai_agents_filters_sharing_one_composer_and_id(tmp_path: Path)
                 config = RunConfig(call_model_input_filter=filters[team], tracing_disabled=True)
                 return Runner.run(agent, text, run_config=config)
 
-            chat.reply_tool_call("lookup", {"host": "db1"})
-            team_a = asyncio.create_task(ask("check db1", "a"))
-            await steps.while_inside(team_a, ask("hello", "b"))  # requests 0 (a), 1 (b), 2 (a)
-            await ask("anything new?", "b")  # 3
-            await ask("anything new?", "a")  # 4
+            await steps.play(chat, ask)
     await manifest.aclose()
-    assert_apart(await namespaces(tmp_path), chat, team_b=[1, 3], later_a=4)
+    assert_apart(await namespaces(tmp_path), chat)
