@@ -50,7 +50,7 @@ class Interleaving:
         run goes while it waits there (requests 0: a, 1: b, 2: a); then team b's later run
         (3) and team a's (4)."""
         chat.reply_tool_call("lookup", {"host": "db1"})
-        team_a = asyncio.create_task(ask("check db1", "a"))
+        team_a = asyncio.ensure_future(ask("check db1", "a"))
         await asyncio.wait_for(self.inside.wait(), 60)
         await ask("hello", "b")
         self.release.set()
