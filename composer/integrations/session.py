@@ -33,7 +33,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Literal
 
 from composer.build import WritebackResult, attach
@@ -168,7 +168,10 @@ class Composer:
                 prepared = await prepare_turn(branch, Instruction(text, guidance=guidance))
             finally:
                 branch.messages.clear()  # the framework keeps the conversation
-            run = Run(conversation, name, dict(metadata), current_principal.get(), branch.turn_key)
+            principal = current_principal.get()
+            run = Run(
+                conversation, name, MappingProxyType(dict(metadata)), principal, branch.turn_key
+            )
             composed = Composed(prepared.guidance or "", prepared.context, prepared.report, run)
             if named is not None:
                 branch.recent[named] = composed
