@@ -9,7 +9,7 @@ model a changed request: the composed instructions as the system message, and wi
 ``stable_prefix`` placement the turn's context block before the newest user message. It works
 in the model-call wrapper, not in a ``before_model`` node: a node's output is written to the
 agent's state (and its checkpoints), while a changed request reaches the model only, so nothing
-composer injects is ever stored in the thread. A turn is the newest user message: the model
+composer injects is ever stored in the thread. A turn is one run (one ``ainvoke``): the model
 calls of its tool loop reuse one composition. Tool results (what the model is shown) go to the
 providers' writeback, under the identity of the run that called the tool. Async only
 (``ainvoke``, ``astream``): the providers are async.
@@ -118,6 +118,7 @@ class ComposerMiddleware(AgentMiddleware[RunState, Any, Any]):
                 system=system if not system or system.endswith("\n") else system + "\n",
                 name=(config.get("metadata") or {}).get("lc_agent_name"),
                 metadata=_metadata(config),
+                turn=token or (user.id if user is not None else None),
             )
             if token is not None:
                 self._runs[token] = composed
