@@ -13,13 +13,17 @@ In composer's stores every item has a ``namespace``, rendered per turn from the 
 LionAGI's substring). Writeback is off by default, and then the provider has no
 ``writeback`` attribute at all, so the registry's ``getattr(provider, "writeback", None)``
 (ADR D7) skips it; when on, each item's id is derived from the branch, the turn and the
-content, so a retried writeback stores nothing twice.
+content, so a retried writeback stores nothing twice, and each item is bounded
+(``writeback.max_item_chars``): a longer tool result is stored cut, with a note of its full
+length, counted (``WritebackCount``) and logged, so that no single result can push every later
+turn's block over the render cap.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +41,7 @@ from builtin_providers.stores import (
     PostgresMemoryStore,
     SqliteMemoryStore,
 )
-from builtin_providers.stores.base import Match, chunks, writeback_id
+from builtin_providers.stores.base import Match, body_of, chunks, writeback_id
 from builtin_providers.stores.config import (
     JsonlSource,
     PostgresConnection,
@@ -58,6 +62,7 @@ from composer.plugin import (
     StrictModel,
     Template,
     TemplateShape,
+    WritebackCount,
     branch_view,
     compile_template,
     dsn_secrets,
@@ -67,6 +72,7 @@ from composer.plugin import (
 
 __all__ = [
     "DEFAULT_ITEM_TEMPLATE",
+    "DEFAULT_MAX_ITEM_CHARS",
     "JsonlSource",
     "MemoryConfig",
     "MemoryProvider",
@@ -79,7 +85,15 @@ __all__ = [
     "provider_type",
 ]
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_ITEM_TEMPLATE = "- {{ item.content }}"
+
+DEFAULT_MAX_ITEM_CHARS = 4_000
+"""A written-back item's default size cap: about 1,000 tokens, half the default budget, so a
+cut item still fits a turn beside the others."""
+_MAX_ITEM_CHARS = MAX_BLOCK_CHARS // 2
+"""The highest cap: an item at it, rendered with a header, still fits the render cap."""
 
 _ITEM_NAMES = CONTEXT_NAMES | {"item", "index"}
 _ITEM = TemplateShape.record(
@@ -139,6 +153,17 @@ class WritebackConfig(StrictModel):
         description=(
             "Keep at most this many written-back items per namespace, oldest deleted first "
             "(sqlite and postgres)."
+        ),
+    )
+    max_item_chars: int = Field(
+        default=DEFAULT_MAX_ITEM_CHARS,
+        ge=1_000,
+        le=_MAX_ITEM_CHARS,
+        description=(
+            "A written-back item whose text (a string, or structured content as JSON) is "
+            "longer is stored as its first characters, ending in a note of its full length "
+            "(counted as `cut` in the writeback's result, and logged): one huge tool result "
+            f"cannot push later blocks over their render cap. At most {_MAX_ITEM_CHARS:,}."
         ),
     )
 
@@ -468,11 +493,21 @@ class WritebackMemoryProvider(MemoryProvider):
             **settings.metadata,
         }
         turn = turn_key(branch)
+        cap = settings.max_item_chars
         if len(action_responses) > _ON_THE_LOOP:  # hashing thousands would stall other turns
-            keyed = await asyncio.to_thread(_keyed, action_responses, branch_id, turn)
+            keyed = await asyncio.to_thread(_keyed, action_responses, branch_id, turn, cap)
         else:
-            keyed = _keyed(action_responses, branch_id, turn)
-        contents, ids, bad = keyed
+            keyed = _keyed(action_responses, branch_id, turn, cap)
+        contents, ids, bad, cut = keyed
+        if cut:
+            logger.warning(
+                "memory %r: %d written-back item(s) over writeback.max_item_chars (%s) stored "
+                "cut; the longest had %s characters",
+                self.name,
+                len(cut),
+                f"{cap:,}",
+                f"{max(cut):,}",
+            )
         if is_lionagi(store):
             stored, failures = await store_lionagi(store, contents, ids, settings.tags, metadata)
             bad.extend(f"item {item_id} ({_why(e)})" for item_id, e in failures)
@@ -492,7 +527,7 @@ class WritebackMemoryProvider(MemoryProvider):
                 f"memory {self.name!r}: stored {stored} new of {len(contents)} action "
                 f"{'response' if len(contents) == 1 else 'responses'}; not stored: {shown}"
             )
-        return stored
+        return WritebackCount(stored, len(cut)) if cut else stored
 
     async def _store_items(
         self, store: Any, items: list[MemoryItem], cap: int | None, bad: list[str]
@@ -531,23 +566,41 @@ _ON_THE_LOOP = 64
 
 
 def _keyed(
-    action_responses: list[Any], branch_id: str, turn: str
-) -> tuple[list[Any], list[str], list[str]]:
-    """Each non-None response as storable content with its idempotent id, and what could not
-    be stored (by position and error type only: one odd response costs only itself)."""
+    action_responses: list[Any], branch_id: str, turn: str, cap: int
+) -> tuple[list[Any], list[str], list[str], list[int]]:
+    """Each non-None response as storable content (bounded to ``cap`` characters) with its
+    idempotent id (of the whole response), what could not be stored (by position and error
+    type only: one odd response costs only itself), and the full length of each one cut."""
     contents: list[Any] = []
     ids: list[str] = []
     bad: list[str] = []
+    cut: list[int] = []
     for position, response in enumerate(action_responses, 1):
         if response is None:
             continue
         try:
             content = _content(response)
-            ids.append(writeback_id(branch_id, turn, content))
-            contents.append(content)
+            item_id = writeback_id(branch_id, turn, content)
+            bounded, size = _bounded(content, cap)
         except Exception as e:
             bad.append(f"response {position} ({_why(e)})")
-    return contents, ids, bad
+            continue
+        ids.append(item_id)
+        contents.append(bounded)
+        if size is not None:
+            cut.append(size)
+    return contents, ids, bad, cut
+
+
+def _bounded(content: Any, cap: int) -> tuple[Any, int | None]:
+    """``content`` as stored, and its full length when it was cut: itself while its text
+    (what a search reads) has at most ``cap`` characters, else the first characters of that
+    text followed by a note of its full length, ``cap`` characters in all."""
+    text = content if isinstance(content, str) else body_of(content)
+    if len(text) <= cap:
+        return content, None
+    note = f"\n[cut to {cap:,} characters: the whole result had {len(text):,}]"
+    return text[: cap - len(note)] + note, len(text)
 
 
 def _why(error: Exception) -> str:

@@ -41,6 +41,7 @@ from composer.hooks import (
     Progress,
     WarmUp,
     Writeback,
+    WritebackCount,
     require_coroutines,
 )
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
@@ -82,11 +83,13 @@ logger = logging.getLogger("composer.registry")  # writeback failures log where 
 
 class WritebackResult(NamedTuple):
     """What one provider's writeback did: items stored (None: its hook does not say), or the
-    first line of its error, secrets masked (``error`` is None when it succeeded)."""
+    first line of its error, secrets masked (``error`` is None when it succeeded); ``cut``:
+    how many of the stored items were cut to the provider's size cap (``WritebackCount``)."""
 
     name: str
     stored: int | None
     error: str | None
+    cut: int = 0
 
 
 class ManagedProvider:
@@ -122,6 +125,8 @@ class ManagedProvider:
             compile_template(config.cache.key) if config.cache and config.cache.key else None
         )
         self._wrap = compile_template(wrap, WRAP_NAMES) if wrap else None
+        self.wrapped = self._wrap is not None
+        """Whether a ``wrap`` (its own or ``runtime.wrap``) labels its block."""
         self._notice = config.on_failure.notice if config.on_failure is not None else None
         self._plain = (
             self.cache is None
@@ -339,6 +344,8 @@ class ManifestRegistry(ContextProviderRegistry):
         """``adr`` (ADR-0008 D4) or ``stable_prefix``, which ``prepare_turn`` reads."""
         self.stable_names = frozenset(p.name for p in managed if p.stable)
         """The providers whose blocks ``stable_prefix`` keeps in the system fold."""
+        self.wrapped_names = frozenset(p.name for p in managed if p.wrapped)
+        """The providers whose blocks their ``wrap`` labels (``stable_prefix`` does not)."""
         self._redact = redact
         self.observer = observer
         self._history: deque[ProviderReport] = deque(
@@ -386,6 +393,9 @@ class ManifestRegistry(ContextProviderRegistry):
                     "context provider %r writeback raised; skipping", provider.name, exc_info=True
                 )
                 results.append(WritebackResult(provider.name, None, self.describe_error(e)))
+                continue
+            if isinstance(stored, WritebackCount):
+                results.append(WritebackResult(provider.name, int(stored), None, stored.cut))
                 continue
             count = stored if type(stored) is int else None
             results.append(WritebackResult(provider.name, count, None))

@@ -8,6 +8,8 @@ a ``PluginError`` naming it, rather than failing with a ``TypeError`` at the fir
 shutdown (``require_coroutines``):
 
 * ``Writeback``: ``async writeback(branch, action_responses)``, called after tool calls (ADR D7);
+  it may return how many items it stored, an ``int`` or a ``WritebackCount`` that also says
+  how many of them it stored cut to its size cap;
 * ``WarmUp``: ``async warm_up(progress)``, slow set-up done ahead of the first turn (a corpus
   index); ``preview`` and servers call it, a turn never needs it;
 * ``Closeable``: ``async aclose()``, releases what the provider holds (an HTTP client);
@@ -53,6 +55,7 @@ __all__ = [
     "Secrets",
     "WarmUp",
     "Writeback",
+    "WritebackCount",
     "require_coroutines",
 ]
 
@@ -65,6 +68,21 @@ class Writeback(Protocol):
     """Stores what the agent's tools returned (ADR D7); failures are contained by the registry."""
 
     async def writeback(self, branch: Any, action_responses: list[Any]) -> Any: ...
+
+
+class WritebackCount(int):
+    """What a ``writeback`` stored: the count (it is that ``int``), and ``cut``, how many of
+    those items were stored cut to the provider's size cap rather than whole."""
+
+    cut: int
+
+    def __new__(cls, stored: int, cut: int = 0) -> WritebackCount:
+        count = super().__new__(cls, stored)
+        count.cut = cut
+        return count
+
+    def __repr__(self) -> str:
+        return f"WritebackCount({int(self)}, cut={self.cut})"
 
 
 @runtime_checkable

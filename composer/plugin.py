@@ -44,6 +44,7 @@ from composer.hooks import (
     Secrets,
     WarmUp,
     Writeback,
+    WritebackCount,
     require_coroutines,
 )
 from composer.manifest.dsn import describe_dsn, dsn_secrets
@@ -94,6 +95,7 @@ __all__ = [
     "UrlTemplate",
     "WarmUp",
     "Writeback",
+    "WritebackCount",
     "branch_view",
     "compile_template",
     "count_tokens",

@@ -4,10 +4,20 @@
 the model: gather the registry's providers, keep the blocks in a private per-turn slot, fold
 ``system + "\\n".join(blocks) + guidance`` into the guidance the model sees, and clear the slot
 whatever happens. Nothing retrieved is written to ``branch.messages``.
+
+With ``stable_prefix`` placement the blocks that go with the turn are untrusted text (a tool
+result written back to memory, a fetched page) placed before the user's own: they go inside one
+envelope whose tags carry a random per-turn nonce, which is removed from every block, and each
+block without a ``wrap`` of its own is labelled with its provider's name and the same nonce,
+with any text in it that looks like the envelope's or a label's tag escaped. A block can then
+neither close the envelope nor pose as another provider's block.
 """
 
 from __future__ import annotations
 
+import html
+import re
+import secrets
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +28,7 @@ from composer.outcomes import ProviderOutcome, Turn
 from composer.registry import ContextProviderRegistry, ProviderReport
 
 __all__ = [
-    "CONTEXT_CLOSE",
-    "CONTEXT_OPEN",
+    "CONTEXT_BLOCK",
     "Branch",
     "Instruction",
     "PreparedTurn",
@@ -94,9 +103,12 @@ class PreparedTurn:
     context: str | None = None
 
 
-CONTEXT_OPEN = "<context>\n"
-CONTEXT_CLOSE = "\n</context>"
-"""Around the turn's blocks with ``stable_prefix`` placement."""
+CONTEXT_BLOCK = re.compile(r'<context id="([0-9a-f]{16})">\n(.*?)\n</context id="\1">', re.DOTALL)
+"""The turn's context block with ``stable_prefix`` placement: ``<context id="NONCE">``, the
+blocks, ``</context id="NONCE">``; group 1 is the nonce, group 2 the blocks."""
+
+_LOOKALIKE = re.compile(r"<(?=\s*/?\s*(?:context|block)\b)", re.IGNORECASE)
+"""The ``<`` of anything in a block's text that looks like an envelope or label tag."""
 
 
 def _placed(registry: Any, report: ProviderReport) -> tuple[list[str], str | None]:
@@ -104,17 +116,35 @@ def _placed(registry: Any, report: ProviderReport) -> tuple[list[str], str | Non
 
     With the ADR's placement (every registry but one that says ``stable_prefix``) the fold
     takes every block, exactly as D4 renders them. Otherwise the blocks of the registry's
-    ``stable_names`` stay in the fold, in order, and the rest go to the turn.
+    ``stable_names`` stay in the fold, in order, and the rest go to the turn, enveloped.
     """
     if getattr(registry, "placement", "adr") != "stable_prefix":
         return report.blocks, None
     stable = registry.stable_names
+    wrapped: frozenset[str] = getattr(registry, "wrapped_names", frozenset())
+    nonce = secrets.token_hex(8)
     kept: list[str] = []
     turn: list[str] = []
     for block, row in zip(report.blocks, report.fired, strict=True):
-        (kept if row["provider_name"] in stable else turn).append(block)
-    context = CONTEXT_OPEN + "\n".join(turn) + CONTEXT_CLOSE if turn else None
-    return kept, context
+        name = row["provider_name"]
+        if name in stable:
+            kept.append(block)
+        else:
+            turn.append(_labelled(block, name, nonce, wrapped=name in wrapped))
+    if not turn:
+        return kept, None
+    return kept, f'<context id="{nonce}">\n' + "\n".join(turn) + f'\n</context id="{nonce}">'
+
+
+def _labelled(block: str, name: str, nonce: str, *, wrapped: bool) -> str:
+    """One block in the turn's envelope: the nonce removed from it; unless its own ``wrap``
+    labels it, its lookalike tags escaped and a label around it (provider name and nonce)."""
+    text = block.replace(nonce, "")
+    if wrapped:
+        return text
+    source = html.escape(name.replace("\n", " "), quote=True)
+    escaped = _LOOKALIKE.sub("&lt;", text)
+    return f'<block source="{source}" id="{nonce}">\n{escaped}\n</block id="{nonce}">'
 
 
 class _MinimalDumper(yaml.SafeDumper):

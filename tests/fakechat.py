@@ -11,6 +11,7 @@ its base URL (for trying the examples by hand).
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -24,7 +25,15 @@ sys.path.insert(0, str(Path(__file__).parent))  # run as a script: localserver b
 
 from localserver import serving
 
-__all__ = ["FakeChat", "Request", "prefix_breaks", "serve_chat", "without_context"]
+__all__ = [
+    "FakeChat",
+    "Request",
+    "context_blocks",
+    "prefix_breaks",
+    "serve_chat",
+    "split_context",
+    "without_context",
+]
 
 MODEL = "gpt-4.1-mini"
 
@@ -157,19 +166,39 @@ def serve_chat() -> Iterator[FakeChat]:
         yield state
 
 
+def split_context(text: str) -> tuple[str, str] | None:
+    """A text that starts with the turn's composed context block (``stable_prefix``): the
+    block's inside with its nonce taken out (what stays the same when a turn is composed
+    again), and the text after the block; None when it does not start with one."""
+    from composer.turn import CONTEXT_BLOCK
+
+    found = CONTEXT_BLOCK.match(text)
+    if found is None:
+        return None
+    return found[2].replace(found[1], ""), text[found.end() :].removeprefix("\n")
+
+
+def context_blocks(text: str) -> list[tuple[str, str]]:
+    """The labelled blocks of the context block ``text`` starts with: (provider, text)."""
+    from composer.turn import CONTEXT_BLOCK
+
+    found = CONTEXT_BLOCK.match(text)
+    assert found is not None, "no context block"
+    label = rf'<block source="([^"]*)" id="{found[1]}">\n(.*?)\n</block id="{found[1]}">'
+    return re.findall(label, found[2], re.DOTALL)
+
+
 def without_context(message: dict[str, Any]) -> dict[str, Any] | None:
     """A user message with the turn's composed context block (``stable_prefix``) taken out:
     None when the message was only that block, its text after the block when the block was
     prepended to it, the message itself otherwise."""
-    from composer.turn import CONTEXT_CLOSE, CONTEXT_OPEN
-
     content = message.get("content")
     if message.get("role") != "user" or not isinstance(content, str):
         return message
-    if not content.startswith(CONTEXT_OPEN) or CONTEXT_CLOSE not in content:
+    parts = split_context(content)
+    if parts is None:
         return message
-    rest = content[content.index(CONTEXT_CLOSE) + len(CONTEXT_CLOSE) :].removeprefix("\n")
-    return {**message, "content": rest} if rest else None
+    return {**message, "content": parts[1]} if parts[1] else None
 
 
 def prefix_breaks(requests: list[Request]) -> list[str]:

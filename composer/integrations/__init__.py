@@ -6,11 +6,12 @@ used (``composer.integrations.langchain``, ``agent_framework``, ``pydantic_ai``,
 conversation (the framework's session or thread id) is one composer branch with its own
 registry, so the budget, priority, containment, timeouts, outcomes, audit and placement are
 exactly those of ``prepare_turn``; nothing composer injects is stored in the framework's
-history.
+history, and a tool result is written back under the identity of the run that produced it
+(``Composed.run``).
 """
 
 from __future__ import annotations
 
-from composer.integrations.session import Composed, Composer
+from composer.integrations.session import Composed, Composer, Run
 
-__all__ = ["Composed", "Composer"]
+__all__ = ["Composed", "Composer", "Run"]

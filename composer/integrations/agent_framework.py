@@ -11,15 +11,19 @@ name the branch name), with the newest user message as the turn's text:
   before the newest user message: the history the session stores never holds it, so the
   instructions and the history stay byte-identical from one turn to the next;
 * ``after_run`` hands the run's tool results to ``Composer.writeback``, each as
-  ``{"function", "arguments", "output"}`` (the shape of a lionagi action response).
+  ``{"function", "arguments", "output"}`` (the shape of a lionagi action response), under the
+  identity the run's ``before_run`` composed for (kept by the run's own ``SessionContext``),
+  never under that of another run composing on the same session id meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
+from weakref import WeakKeyDictionary
 
 try:
     from agent_framework import (
@@ -37,11 +41,13 @@ except ImportError as error:  # the extra is required
         "pip install 'context-composer[agent-framework]'"
     ) from error
 
-from composer.integrations.session import Composer, Placement
+from composer.integrations.session import Composed, Composer, Placement
 from composer.manifest import Manifest
 from composer.registry import ProviderReport
 
 __all__ = ["ComposerContextProvider"]
+
+logger = logging.getLogger(__name__)
 
 _REPORTS_KEPT = 1000
 
@@ -68,6 +74,8 @@ class ComposerContextProvider(ContextProvider):
         self.name = name
         self.metadata = dict(metadata or {})
         self._reports: OrderedDict[str, ProviderReport | None] = OrderedDict()
+        self._runs: WeakKeyDictionary[SessionContext, Composed] = WeakKeyDictionary()
+        """Each running run's composition, by the run's own context (gone with it)."""
 
     def report(self, session: AgentSession | str) -> ProviderReport | None:
         """The report of the session's last composed turn (None: none kept)."""
@@ -88,6 +96,7 @@ class ComposerContextProvider(ContextProvider):
             name=self.name if self.name is not None else agent.name,
             metadata=self.metadata,
         )
+        self._runs[context] = composed
         self._reports[session.session_id] = composed.report
         self._reports.move_to_end(session.session_id)
         while len(self._reports) > _REPORTS_KEPT:
@@ -107,7 +116,14 @@ class ComposerContextProvider(ContextProvider):
     ) -> None:
         response = context.response
         results = _tool_results(response.messages) if response is not None else []
-        await self.composer.writeback(session.session_id, results)
+        composed = self._runs.pop(context, None)
+        if composed is None:
+            if results:  # no before_run of this provider composed this run
+                logger.warning(
+                    "%d tool result(s) of a run never composed: not written back", len(results)
+                )
+            return
+        await self.composer.writeback(composed, results)
 
     async def aclose(self) -> None:
         """Close the Composer this provider made (one it was given stays open)."""

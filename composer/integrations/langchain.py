@@ -9,19 +9,28 @@ model a changed request: the composed instructions as the system message, and wi
 ``stable_prefix`` placement the turn's context block before the newest user message. It works
 in the model-call wrapper, not in a ``before_model`` node: a node's output is written to the
 agent's state (and its checkpoints), while a changed request reaches the model only, so nothing
-composer injects is ever stored in the thread. A turn is the newest user message: the model
+composer injects is ever stored in the thread. A turn is one run (one ``ainvoke``): the model
 calls of its tool loop reuse one composition. Tool results (what the model is shown) go to the
-providers' writeback. Async only (``ainvoke``, ``astream``): the providers are async.
+providers' writeback, under the identity of the run that called the tool. Async only
+(``ainvoke``, ``astream``): the providers are async.
 
-What maps to what: the run config's ``thread_id`` is the branch id (``default`` without one),
-the agent's ``name`` the branch name, the run config's ``metadata`` (LangChain's and
-LangGraph's own keys left out) the branch metadata.
+What maps to what: the run config's ``thread_id`` is the branch id (a run without one is a
+branch of its own), the agent's ``name`` the branch name, the run config's ``metadata``
+(LangChain's and LangGraph's own keys left out) the branch metadata.
+
+Each run (one ``ainvoke``) gets a random token in its state (``before_agent``; private: not
+in the agent's input or output), which its model calls and tool calls both see: the run's
+composition is kept under it, and its tool results are written back under that composition's
+identity (``Composer.writeback``), never under whichever run composed last on the thread.
 """
 
 from __future__ import annotations
 
+import logging
+import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
 try:
     from langchain.agents.middleware import (
@@ -30,10 +39,12 @@ try:
         ModelRequest,
         ModelResponse,
     )
+    from langchain.agents.middleware.types import PrivateStateAttr
     from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage, ToolMessage
     from langchain_core.runnables import RunnableConfig
     from langgraph.config import get_config
     from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.runtime import Runtime
     from langgraph.types import Command
 except ImportError as e:  # pragma: no cover - the test runs it with LangChain hidden
     raise ImportError(
@@ -45,19 +56,31 @@ from composer.integrations.session import Composed, Composer, Placement
 from composer.manifest import Manifest
 from composer.registry import ProviderReport
 
-__all__ = ["ComposerMiddleware"]
+__all__ = ["ComposerMiddleware", "RunState"]
 
-DEFAULT_THREAD = "default"
+logger = logging.getLogger(__name__)
+
 _FRAMEWORK_KEYS = ("langgraph_", "lc_", "ls_", "checkpoint_", "thread_id")
 """Run metadata that LangChain and LangGraph add (not the caller's)."""
+_RUN_KEY = "composer_run"
+_RUNS_KEPT = 10_000
+"""Compositions of unfinished runs kept (a run's is dropped when it ends)."""
 
 
-class ComposerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class RunState(AgentState[Any]):
+    """The agent's state with the middleware's run token (private to it)."""
+
+    composer_run: NotRequired[Annotated[str, PrivateStateAttr]]
+
+
+class ComposerMiddleware(AgentMiddleware[RunState, Any, Any]):
     """One manifest's context in every model call of a ``create_agent`` agent.
 
     Give it a loaded manifest (``placement`` overrides its ``runtime.placement``) or a
     ``Composer`` to share; close it (``aclose``) to close the conversations' providers.
     """
+
+    state_schema = RunState
 
     def __init__(
         self, manifest: Manifest | Composer, *, placement: Placement | None = None
@@ -67,24 +90,40 @@ class ComposerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             self.composer = manifest
         else:
             self.composer = Composer(manifest, placement=placement)
+        self._runs: OrderedDict[str, Composed] = OrderedDict()
+
+    async def abefore_agent(self, state: RunState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """A new token for this run, which its model and tool calls read from the state."""
+        return {_RUN_KEY: secrets.token_hex(16)}
+
+    async def aafter_agent(self, state: RunState, runtime: Runtime[Any]) -> None:
+        """The run is over: its composition is no longer needed."""
+        self._runs.pop(_token(state) or "", None)
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        config = get_config()
         newest = _newest_user_message(request.messages)
         user = request.messages[newest] if newest is not None else None
-        system = request.system_prompt or ""
-        composed = await self.composer.compose(
-            _thread(config),
-            str(user.text) if user is not None else "",
-            system=system if not system or system.endswith("\n") else system + "\n",
-            name=(config.get("metadata") or {}).get("lc_agent_name"),
-            metadata=_metadata(config),
-            turn=user.id if user is not None else None,
-        )
+        token = _token(request.state)
+        composed = self._runs.get(token) if token is not None else None
+        if composed is None:
+            config = get_config()
+            system = request.system_prompt or ""
+            composed = await self.composer.compose(
+                _thread(config) or self.composer.new_conversation(),
+                str(user.text) if user is not None else "",
+                system=system if not system or system.endswith("\n") else system + "\n",
+                name=(config.get("metadata") or {}).get("lc_agent_name"),
+                metadata=_metadata(config),
+                turn=token or (user.id if user is not None else None),
+            )
+            if token is not None:
+                self._runs[token] = composed
+                while len(self._runs) > _RUNS_KEPT:
+                    self._runs.popitem(last=False)
         messages = _placed(request.messages, newest, composed)
         instructions = SystemMessage(composed.instructions) if composed.instructions else None
         return await handler(request.override(system_message=instructions, messages=messages))
@@ -94,13 +133,19 @@ class ComposerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        """Run the tool; its result, unless it failed, goes to the providers' writeback."""
+        """Run the tool; its result, unless it failed, goes to the providers' writeback under
+        the identity of the run that called it."""
         result = await handler(request)
         if isinstance(result, ToolMessage) and result.status != "error":
-            await self.composer.writeback(_thread(request.runtime.config), [result.content])
+            token = _token(request.state)
+            composed = self._runs.get(token) if token is not None else None
+            if composed is None:  # no model call of this run composed: whose it is is unknown
+                logger.warning("tool %r: its run has no composition; not written back", result.name)
+            else:
+                await self.composer.writeback(composed, [result.content])
         return result
 
-    def last_report(self, thread_id: str = DEFAULT_THREAD) -> ProviderReport | None:
+    def last_report(self, thread_id: str) -> ProviderReport | None:
         """The report of the thread's latest turn: what was injected, skipped, failed, why."""
         return self.composer.last_report(thread_id)
 
@@ -109,9 +154,15 @@ class ComposerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         await self.composer.aclose()
 
 
-def _thread(config: RunnableConfig) -> str:
+def _token(state: Any) -> str | None:
+    """The run's token in the agent's state (None: ``before_agent`` did not run)."""
+    token = state.get(_RUN_KEY) if isinstance(state, Mapping) else None
+    return token if isinstance(token, str) else None
+
+
+def _thread(config: RunnableConfig) -> str | None:
     thread = (config.get("configurable") or {}).get("thread_id")
-    return str(thread) if thread is not None else DEFAULT_THREAD
+    return str(thread) if thread is not None else None
 
 
 def _metadata(config: RunnableConfig) -> Mapping[str, Any]:

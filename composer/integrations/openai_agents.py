@@ -15,7 +15,9 @@ retry of the same input is the same turn), composed once, with that message's te
 * each tool output (``function_call_output``) goes once to ``Composer.writeback`` as
   ``{"function", "arguments", "output"}`` (the shape of a lionagi action response): at the
   model call that answers it, or, when a run ends on a tool (``tool_use_behavior``), at the
-  next turn's first model call.
+  next turn's first model call; always under the identity of the turn whose run called the
+  tool (this filter's composition), whatever another filter sharing the ``Composer`` composed
+  on the same conversation id meanwhile.
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ class ComposerInputFilter:
                     "output": item.get("output"),
                 }
             )
-        await self.composer.writeback(self.conversation, results)
+        if results and self._composed is not None:
+            await self.composer.writeback(self._composed, results)
 
     async def aclose(self) -> None:
         """Close the Composer this filter made (one it was given stays open)."""

@@ -14,12 +14,17 @@ reaches the model only, so nothing composer injects is stored in ``all_messages(
 result, as the tool returned it, goes to the providers' writeback.
 
 What maps to what: the run's ``conversation_id`` (kept on the message history from run to run)
-is the branch id, the agent's ``name`` the branch name, the run's ``metadata`` the branch
-metadata; one run is one turn.
+is the branch id (a run without one is a branch of its own), the agent's ``name`` the branch
+name, the run's ``metadata`` the branch metadata; one run is one turn.
+
+Each run gets its own copy of the capability (``for_run``), which keeps the run's composition:
+its tool results are written back under that composition's identity (``Composer.writeback``),
+never under that of another run composing on the same conversation id meanwhile.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -60,6 +65,8 @@ class ComposerCapability(AbstractCapability[Any]):
     manifest: Manifest | Composer
     placement: Placement | None = None
     composer: Composer = field(init=False, repr=False)
+    _run: Composed | None = field(init=False, repr=False, default=None)
+    """This run's composition (on the run's own copy)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.manifest, Composer):
@@ -67,19 +74,18 @@ class ComposerCapability(AbstractCapability[Any]):
         else:
             self.composer = Composer(self.manifest, placement=self.placement)
 
+    async def for_run(self, ctx: RunContext[Any]) -> ComposerCapability:
+        """A copy for one run, sharing the Composer, keeping that run's composition."""
+        run = copy.copy(self)
+        run._run = None
+        return run
+
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         parameters = request_context.model_request_parameters
         system = InstructionPart.join(parameters.instruction_parts or []) or ""
-        composed = await self.composer.compose(
-            _conversation(ctx),
-            _text(ctx.prompt),
-            system=system + "\n" if system else "",
-            name=ctx.agent.name if ctx.agent is not None else None,
-            metadata=ctx.metadata,
-            turn=ctx.run_id,
-        )
+        composed = await self._composed(ctx, system + "\n" if system else "")
         parts = [InstructionPart(composed.instructions, dynamic=composed.context is None)]
         return replace(
             request_context,
@@ -98,9 +104,25 @@ class ComposerCapability(AbstractCapability[Any]):
         args: ValidatedToolArgs,
         result: Any,
     ) -> Any:
-        """The tool's result goes to the providers' writeback (a failed tool never gets here)."""
-        await self.composer.writeback(_conversation(ctx), [result])
+        """The tool's result goes to the providers' writeback, under the identity of the run
+        that called it (a failed tool never gets here)."""
+        await self.composer.writeback(await self._composed(ctx, ""), [result])
         return result
+
+    async def _composed(self, ctx: RunContext[Any], system: str) -> Composed:
+        """The run's composition: composed at its first model request, then kept. (A tool hook
+        before any model request, as a worker that re-derives the run would meet, composes it
+        for the run's own conversation, name and metadata.)"""
+        if self._run is None:
+            self._run = await self.composer.compose(
+                _conversation(ctx) or self.composer.new_conversation(),
+                _text(ctx.prompt),
+                system=system,
+                name=ctx.agent.name if ctx.agent is not None else None,
+                metadata=ctx.metadata,
+                turn=ctx.run_id,
+            )
+        return self._run
 
     def last_report(self, conversation_id: str) -> ProviderReport | None:
         """The report of the conversation's latest turn: what was injected, skipped, failed, why."""
@@ -111,8 +133,8 @@ class ComposerCapability(AbstractCapability[Any]):
         await self.composer.aclose()
 
 
-def _conversation(ctx: RunContext[Any]) -> str:
-    return ctx.conversation_id or ctx.run_id or "default"
+def _conversation(ctx: RunContext[Any]) -> str | None:
+    return ctx.conversation_id or ctx.run_id
 
 
 def _text(prompt: str | Sequence[Any] | None) -> str:

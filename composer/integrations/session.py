@@ -14,35 +14,63 @@ branch, with the framework's system text and the user's latest text, and gives:
 Turns are counted per conversation, so a writeback of the same tool result in the same turn
 stores once and in a later turn again (``composer.plugin.turn_key``). A framework that calls the
 model several times in one user turn (a tool call, then the answer) names the turn: composing
-the same turn again gives its first composition, so providers run once per user turn.
+the same turn again, for the same name, metadata and principal, gives its first composition, so
+providers run once per user turn.
+
+A writeback is the run's, not the conversation's: ``Composed.run`` records whom the turn was
+composed for (the conversation, the branch name and metadata, the principal, the turn), and
+``writeback`` stores the tool results under exactly that, whatever turn another run composed
+on the same conversation since (two runs sharing an id, one of them inside a tool). Each
+integration carries its run's ``Composed`` from the model call to the tool result through the
+framework's own per-run object. Conversations are kept per principal (``current_principal``,
+when the caller sets one), as a server keeps its branches.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
-from types import TracebackType
+from dataclasses import dataclass, field
+from types import MappingProxyType, TracebackType
 from typing import Any, Literal
 
 from composer.build import WritebackResult, attach
 from composer.manifest import Manifest
+from composer.principal import Principal, current_principal
 from composer.registry import ProviderReport
 from composer.serve.branches import BranchEntry, BranchStore, TurnCounter
 from composer.turn import Branch, Instruction, prepare_turn
 
-__all__ = ["Composed", "Composer", "Placement"]
+__all__ = ["Composed", "Composer", "Placement", "Run"]
 
 Placement = Literal["adr", "stable_prefix"]
+
+_TURNS_KEPT = 32
+"""Recent named turns a conversation remembers (runs interleaved on one conversation)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """Whom one turn was composed for: what its tool results are written back under."""
+
+    conversation: str
+    name: str | None
+    metadata: Mapping[str, Any]
+    principal: Principal | None
+    turn_key: str = field(repr=False)
 
 
 @dataclass(frozen=True)
 class Composed:
-    """One composed turn: the system text to send, the turn's context block, the report."""
+    """One composed turn: the system text to send, the turn's context block, the report, and
+    the run it was composed for (``Composer.writeback`` stores under it)."""
 
     instructions: str
     context: str | None
     report: ProviderReport | None
+    run: Run = field(repr=False)
 
     def user_text(self, text: str) -> str:
         """The user's text with the turn's context block before it (``stable_prefix``)."""
@@ -50,11 +78,15 @@ class Composed:
 
 
 class _Conversation(Branch):
-    """A framework conversation's branch; it counts its turns (``turn_key``) and keeps the
-    latest composition with the framework's name for its turn."""
+    """A framework conversation's branch; it counts its turns (``turn_key``) and keeps its
+    recent compositions under the framework's names for their turns."""
 
     turn_key = ""
-    last: tuple[str, Composed] | None = None
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.recent: OrderedDict[tuple[str, str], Composed] = OrderedDict()
+        """By the turn's name and its caller (branch name and metadata)."""
 
 
 class Composer:
@@ -94,9 +126,8 @@ class Composer:
             return source, False
         return cls(source, placement=placement), True
 
-    def _new(self, conversation: str) -> BranchEntry:
-        branch = _Conversation(None)
-        branch.id = conversation
+    def _new(self, key: str) -> BranchEntry:
+        branch = _Conversation()
         registry = attach(branch, self.manifest)
         if self.placement is not None:
             registry.placement = self.placement
@@ -116,40 +147,71 @@ class Composer:
         """Compose the turn of ``conversation`` whose user text is ``text``.
 
         ``turn`` is the framework's name for the user turn (a run id, the user message's id):
-        the same ``turn`` as the conversation's latest composition gives that one again.
+        the same ``turn`` as one of the conversation's recent compositions, for the same
+        ``name``, ``metadata`` and principal, gives that one again.
         """
-        async with self._branches.use(conversation) as entry:
+        metadata = dict(metadata or {})
+        key = _key(conversation)
+        async with self._branches.use(key) as entry:
             branch = entry.branch
             assert isinstance(branch, _Conversation)
-            if turn is not None and branch.last is not None and branch.last[0] == turn:
-                return branch.last[1]
+            named = None if turn is None else (turn, _caller(name, metadata))
+            kept = branch.recent.get(named) if named is not None else None
+            if kept is not None:
+                return kept
+            branch.id = conversation
             branch.system = system
             branch.name = name
-            branch.metadata = dict(metadata or {})
-            branch.turn_key = self._turns.next(conversation)
+            branch.metadata = metadata
+            branch.turn_key = self._turns.next(key)
             try:
                 prepared = await prepare_turn(branch, Instruction(text, guidance=guidance))
             finally:
                 branch.messages.clear()  # the framework keeps the conversation
-            composed = Composed(prepared.guidance or "", prepared.context, prepared.report)
-            branch.last = None if turn is None else (turn, composed)
+            principal = current_principal.get()
+            run = Run(
+                conversation, name, MappingProxyType(dict(metadata)), principal, branch.turn_key
+            )
+            composed = Composed(prepared.guidance or "", prepared.context, prepared.report, run)
+            if named is not None:
+                branch.recent[named] = composed
+                while len(branch.recent) > _TURNS_KEPT:
+                    branch.recent.popitem(last=False)
         return composed
 
     def last_report(self, conversation: str) -> ProviderReport | None:
         """The report of the conversation's latest turn (None: no turn yet, or it was dropped)."""
-        entry = self._branches.peek(conversation)
+        entry = self._branches.peek(_key(conversation))
         return None if entry is None else entry.branch.last_context_report
 
-    async def writeback(self, conversation: str, results: list[Any]) -> list[WritebackResult]:
-        """Hand the turn's tool results to the providers' writeback hooks (ADR D7), each
-        contained; what each stored or why it failed."""
+    async def writeback(self, composed: Composed, results: list[Any]) -> list[WritebackResult]:
+        """Hand a run's tool results to the providers' writeback hooks (ADR D7), each
+        contained; what each stored or why it failed.
+
+        ``composed`` is the turn of the run whose tools gave ``results``: they are stored under
+        its conversation, branch name, metadata, principal and turn, never under those of a
+        turn another run composed on the conversation since.
+        """
+        if not isinstance(composed, Composed):
+            raise TypeError(
+                "writeback takes the Composed of the run whose tools gave the results "
+                f"(what compose returned for it), not {type(composed).__name__}"
+            )
         if not results:
             return []
-        async with self._branches.use(conversation) as entry:
-            branch = entry.branch
-            assert isinstance(branch, _Conversation)
-            branch.turn_key = self._turns.current(conversation)
-            return await entry.registry.writeback_results(branch, list(results))
+        run = composed.run
+        scope = current_principal.set(run.principal)
+        try:
+            async with self._branches.use(_key(run.conversation)) as entry:
+                branch = entry.branch
+                assert isinstance(branch, _Conversation)
+                branch.id = run.conversation
+                branch.name = run.name
+                branch.metadata = dict(run.metadata)
+                branch.turn_key = run.turn_key
+                return await entry.registry.writeback_results(branch, list(results))
+        finally:
+            current_principal.reset(scope)
 
     def new_conversation(self) -> str:
         """An id for a conversation the framework does not name."""
@@ -169,3 +231,15 @@ class Composer:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _caller(name: str | None, metadata: Mapping[str, Any]) -> str:
+    """Whom a named turn is for, within one principal's conversation."""
+    return json.dumps([name, metadata], sort_keys=True, default=repr)
+
+
+def _key(conversation: str) -> str:
+    """Where a conversation is kept: its id, under the running principal's name when the
+    caller set one (two principals' ``c-1`` are two branches)."""
+    principal = current_principal.get()
+    return conversation if principal is None else f"{principal.name}\x1f{conversation}"

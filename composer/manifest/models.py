@@ -414,7 +414,9 @@ class RuntimeConfig(StrictModel):
             "Where blocks go: `adr` folds all into the system text (ADR-0008 D4); "
             "`stable_prefix` folds only stable blocks there and hands the others over as a "
             "context block for the current turn, so the system text and history stay a "
-            "byte-identical prefix between turns (a provider's prompt cache can serve them)."
+            "byte-identical prefix between turns (a provider's prompt cache can serve them); "
+            "that block is an envelope with a per-turn nonce, each block in it labelled with "
+            "its provider and the nonce, and tags forged in a block's text escaped."
         ),
     )
     gather: Literal["sequential", "concurrent"] = Field(

@@ -208,6 +208,9 @@ class WritebackResultOut(_Body):
     name: str
     stored: int | None = Field(description="Items newly stored (null: the hook does not say).")
     error: str | None = Field(description="First line of its failure, secrets masked.")
+    cut: int = Field(
+        0, description="Of the items stored, how many were cut to the provider's size cap."
+    )
 
 
 class WritebackResponse(_Body):

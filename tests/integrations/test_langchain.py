@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("langchain", reason="LangChain is not installed (the langchain extra)")
 pytest.importorskip("langchain_openai", reason="langchain-openai is not installed")
 
-from fakechat import FakeChat, Request, serve_chat
+from fakechat import FakeChat, Request, context_blocks, serve_chat, split_context
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
@@ -31,7 +31,6 @@ from composer.catalog import ProviderTypes
 from composer.integrations.langchain import ComposerMiddleware
 from composer.manifest import ProviderConfig
 from composer.plugin import BuildContext, ProviderType
-from composer.turn import CONTEXT_CLOSE, CONTEXT_OPEN
 
 ROOT = Path(__file__).parents[2]
 SYSTEM = "You are on call."
@@ -175,7 +174,8 @@ async def test_stable_prefix_keeps_system_text_and_history_and_puts_context_last
     for request in chat.requests:
         newest = request.messages[-1]
         assert newest["role"] == "user"
-        assert newest["content"].startswith(CONTEXT_OPEN + "ASKED-t9 ")
+        [(source, text)] = context_blocks(newest["content"])
+        assert (source, text.partition(" ")[0]) == ("asked", "ASKED-t9")
         assert request.text().count("ASKED-t9") == 1
     assert "ASKED-t9" not in agent.stored()
 
@@ -183,10 +183,9 @@ async def test_stable_prefix_keeps_system_text_and_history_and_puts_context_last
 def without_context(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages with the context block taken off the front of the last one's text."""
     *history, newest = messages
-    head, separator, text = newest["content"].partition(CONTEXT_CLOSE + "\n")
-    assert head.startswith(CONTEXT_OPEN)
-    assert separator
-    return [*history, {**newest, "content": text}]
+    parts = split_context(newest["content"])
+    assert parts is not None
+    return [*history, {**newest, "content": parts[1]}]
 
 
 async def test_a_tool_result_is_written_back_and_a_later_turn_finds_it(tmp_path: Path) -> None:
@@ -208,6 +207,32 @@ async def test_a_tool_result_is_written_back_and_a_later_turn_finds_it(tmp_path:
     assert "NOTES-n4:" in system_of(other)
     assert "DISK-d2 91% full" in system_of(other)
     assert [m["role"] for m in other.messages] == ["system", "user"]
+
+
+async def test_a_run_without_a_thread_id_is_a_branch_of_its_own(tmp_path: Path) -> None:
+    """No ``thread_id``: each run composes on a branch no other run shares (no ``default``),
+    and its state keeps no trace of composer (the run token is private)."""
+    manifest = load(tmp_path)
+    middleware = ComposerMiddleware(manifest)
+    with serve_chat() as chat:
+        model = ChatOpenAI(
+            model="gpt-4.1-mini", base_url=chat.base_url, api_key="any", use_responses_api=False
+        )  # no checkpointer: nothing needs a thread
+        agent = create_agent(
+            model, [disk], system_prompt=SYSTEM, middleware=[middleware], name="platform"
+        )
+        config: Any = {"metadata": {"team": "payments"}}
+        states = [
+            await agent.ainvoke({"messages": [HumanMessage("How do I roll back?")]}, config)
+            for _ in range(2)
+        ]
+    await middleware.aclose()
+    await manifest.aclose()
+    first, second = (system_of(request) for request in chat.requests)
+    assert "RULES-r7 for platform of payments in conversation-" in first
+    assert "in default." not in first + second
+    assert first != second  # two branch ids
+    assert [sorted(state) for state in states] == [["messages"], ["messages"]]
 
 
 async def test_a_provider_that_times_out_leaves_the_turn_running(tmp_path: Path) -> None:
@@ -238,7 +263,7 @@ def test_the_example_keeps_each_request_a_prefix_of_the_next(tmp_path: Path) -> 
     """examples/langchain.py, 3 turns with stable_prefix against FakeChat.
 
     For each request after the first, with P the previous request's messages whose last
-    (user) message has its context block (``<context>`` … ``</context>`` and the newline after
+    (user) message has its context block (``<context id=…>`` … ``</context id=…>`` and the newline after
     it) taken off: the request's first ``len(P)`` messages equal P. So the system message is
     the same and the history is as it was sent, byte for byte (the JSON the server received,
     message by message), and only the newest user message carries the turn's context."""
@@ -261,8 +286,6 @@ def test_the_example_keeps_each_request_a_prefix_of_the_next(tmp_path: Path) -> 
     for previous, request in zip(chat.requests, chat.requests[1:], strict=False):
         assert without_context(previous.messages) == request.messages[: len(previous.messages)]
         assert json.dumps(request.messages[0]) == json.dumps(previous.messages[0])
-    blocks = [
-        request.messages[-1]["content"].partition(CONTEXT_CLOSE)[0] for request in chat.requests
-    ]
+    blocks = [split_context(request.messages[-1]["content"]) for request in chat.requests]
     assert len(set(blocks)) == 3  # each turn's runbook and memory blocks differ
     assert "House rules for platform" in system_of(chat.requests[0])

@@ -44,7 +44,7 @@ from composer.integrations import Composer
 from composer.integrations.openai_agents import ComposerInputFilter
 from composer.manifest import ProviderConfig
 from composer.plugin import BuildContext, ProviderType
-from composer.turn import CONTEXT_CLOSE, CONTEXT_OPEN
+from composer.turn import CONTEXT_BLOCK
 
 ROOT = Path(__file__).parents[2]
 LOOPBACK_ONLY = """
@@ -126,8 +126,8 @@ def load(tmp_path: Path, extra: str = "") -> composer.Manifest:
 async def remember(manifest: composer.Manifest, note: str) -> None:
     """Put ``note`` in the manifest's memory store, as a writeback of another conversation."""
     async with Composer(manifest) as composing:
-        await composing.compose("earlier", note)
-        await composing.writeback("earlier", [note])
+        turn = await composing.compose("earlier", note)
+        await composing.writeback(turn, [note])
 
 
 @pytest.fixture
@@ -171,7 +171,7 @@ def context_messages(request: Request) -> list[int]:
     return [
         i
         for i, m in enumerate(request.messages)
-        if isinstance(m.get("content"), str) and m["content"].startswith(CONTEXT_OPEN)
+        if isinstance(m.get("content"), str) and CONTEXT_BLOCK.match(m["content"])
     ]
 
 
@@ -264,13 +264,13 @@ async def test_stable_prefix_keeps_the_instructions_and_puts_the_context_before_
         (at,) = context_messages(request)
         newest_user = max(i for i, m in enumerate(request.messages) if m["role"] == "user")
         assert at == newest_user - 1
-        assert request.messages[at]["content"].endswith(CONTEXT_CLOSE)
+        assert CONTEXT_BLOCK.fullmatch(request.messages[at]["content"])
     assert "replaced in May" in first.messages[context_messages(first)[0]]["content"]
     assert "91% full" not in first.text()  # the tool has not run yet
     assert "91% full" in later.messages[context_messages(later)[0]]["content"]
     assert loop.messages[: len(first.messages)] == first.messages  # within the turn: all of it
     assert prefix_breaks([first, later]) == []  # turn to turn: all but the context block
-    assert "<context>" not in kept
+    assert "<context id=" not in kept
     assert "NOTES:" not in kept
 
 

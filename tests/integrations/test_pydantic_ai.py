@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("pydantic_ai", reason="Pydantic AI is not installed (the pydantic-ai extra)")
 pytest.importorskip("openai", reason="openai is not installed (Pydantic AI's OpenAI models)")
 
-from fakechat import FakeChat, Request, serve_chat
+from fakechat import FakeChat, Request, context_blocks, serve_chat, split_context
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -30,7 +30,6 @@ from composer.catalog import ProviderTypes
 from composer.integrations.pydantic_ai import ComposerCapability
 from composer.manifest import ProviderConfig
 from composer.plugin import BuildContext, ProviderType
-from composer.turn import CONTEXT_CLOSE, CONTEXT_OPEN
 
 ROOT = Path(__file__).parents[2]
 SYSTEM = "You are on call."
@@ -135,10 +134,9 @@ def system_of(request: Request) -> str:
 def without_context(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages with the context block taken off the front of the last one's text."""
     *history, newest = messages
-    head, separator, text = newest["content"].partition(CONTEXT_CLOSE + "\n")
-    assert head.startswith(CONTEXT_OPEN)
-    assert separator
-    return [*history, {**newest, "content": text}]
+    parts = split_context(newest["content"])
+    assert parts is not None
+    return [*history, {**newest, "content": parts[1]}]
 
 
 async def test_the_blocks_reach_each_model_request_once_and_never_the_history(
@@ -196,7 +194,8 @@ async def test_stable_prefix_keeps_system_text_and_history_and_puts_context_last
     for request in chat.requests:
         newest = request.messages[-1]
         assert newest["role"] == "user"
-        assert newest["content"].startswith(CONTEXT_OPEN + "ASKED-t9 ")
+        [(source, text)] = context_blocks(newest["content"])
+        assert (source, text.partition(" ")[0]) == ("asked", "ASKED-t9")
         assert request.text().count("ASKED-t9") == 1
     stored = agent.stored()
     assert not any(marker in stored for marker in MARKERS)
@@ -252,7 +251,7 @@ def test_the_example_keeps_each_request_a_prefix_of_the_next(tmp_path: Path) -> 
     """examples/pydantic_ai.py, 3 turns with stable_prefix against FakeChat.
 
     For each request after the first, with P the previous request's messages whose last
-    (user) message has its context block (``<context>`` … ``</context>`` and the newline after
+    (user) message has its context block (``<context id=…>`` … ``</context id=…>`` and the newline after
     it) taken off: the request's first ``len(P)`` messages equal P. So the system message is
     the same and the history is as it was sent, byte for byte (the JSON the server received,
     message by message), and only the newest user message carries the turn's context."""
@@ -275,8 +274,6 @@ def test_the_example_keeps_each_request_a_prefix_of_the_next(tmp_path: Path) -> 
     for previous, request in zip(chat.requests, chat.requests[1:], strict=False):
         assert without_context(previous.messages) == request.messages[: len(previous.messages)]
         assert json.dumps(request.messages[0]) == json.dumps(previous.messages[0])
-    blocks = [
-        request.messages[-1]["content"].partition(CONTEXT_CLOSE)[0] for request in chat.requests
-    ]
+    blocks = [split_context(request.messages[-1]["content"]) for request in chat.requests]
     assert len(set(blocks)) == 3  # each turn's runbook and memory blocks differ
     assert "House rules for platform" in system_of(chat.requests[0])

@@ -3,6 +3,7 @@ branch, and the manifest options each store can or cannot honour."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,11 @@ import pytest
 from memory.services import require_postgres_extra
 from pydantic import ValidationError
 
-from builtin_providers.memory import MemoryConfig, WritebackMemoryProvider
+from builtin_providers.memory import DEFAULT_MAX_ITEM_CHARS, MemoryConfig, WritebackMemoryProvider
 from builtin_providers.stores import ItemStore, MemoryQuery
-from composer.build import build_registry
+from composer.build import attach, build_registry
 from composer.errors import ProviderError
+from composer.hooks import WritebackCount
 from composer.manifest import Manifest
 from composer.turn import Branch, Instruction, prepare_turn
 
@@ -39,7 +41,8 @@ def provider_for(**options: Any) -> tuple[Manifest, WritebackMemoryProvider]:
     return manifest, provider
 
 
-def store_of(provider: WritebackMemoryProvider) -> ItemStore:
+def store_of(provider: object) -> ItemStore:
+    assert isinstance(provider, WritebackMemoryProvider)
     assert provider.store is not None
     return provider.store
 
@@ -222,3 +225,75 @@ async def test_one_bad_item_costs_only_itself(
         assert [item.content for item in items] == ["first", "third", "fourth"]
     finally:
         await manifest.aclose()
+
+
+HUGE_ROWS = 8 * 1024 * 1024 // 32
+"""Rows of a tool result of about 8 MB (32 characters a row)."""
+
+
+def huge_result() -> str:
+    return "".join(f"db{n % 100:02d} disk row {n:09d} is ok  \n" for n in range(HUGE_ROWS))
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+async def test_an_8_mb_tool_result_leaves_later_turns_memory_working(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Written back through the library's ``gather_writeback`` (ADR D7), the result is stored
+    cut to ``writeback.max_item_chars`` with a note of its whole size, and a later turn's
+    memory block renders (whole, it would be over the render cap and fail every turn)."""
+    huge = huge_result()
+    assert len(huge) >= 8 * 1024 * 1024
+    manifest = Manifest(
+        version=1,
+        budget=20_000,
+        providers=[
+            MemoryConfig(name="mem", source=source_of(kind, tmp_path, request), writeback=True)
+        ],
+    )
+    branch = Branch("system\n")
+    registry = attach(branch, manifest)
+    try:
+        await registry.gather_writeback(branch, [huge, "db1 disk replaced in May"])
+        later = await prepare_turn(branch, Instruction("what about the disks?"))
+        [stored, small] = await store_of(registry.managed[0].provider).export()
+    finally:
+        await manifest.aclose()
+    assert later.report is not None
+    assert [(o.name, o.outcome) for o in later.report.outcomes] == [("mem", "fired")]
+    assert "db1 disk replaced in May" in (later.guidance or "")
+    assert f"the whole result had {len(huge):,}]" in (later.guidance or "")
+    assert len(stored.content) == DEFAULT_MAX_ITEM_CHARS
+    assert stored.content.startswith(huge[:1000])
+    assert small.content == "db1 disk replaced in May"
+    assert "1 written-back item(s) over writeback.max_item_chars (4,000) stored cut" in caplog.text
+
+
+async def test_the_item_cap_is_per_provider_and_counted(tmp_path: Path) -> None:
+    """``max_item_chars`` is the provider's own; structured content is cut as the JSON a
+    search reads; the hook's count says how many it cut."""
+    manifest, provider = provider_for(
+        source={"sqlite": tmp_path / "m.sqlite"}, writeback={"max_item_chars": 1_000}
+    )
+    structured = {"rows": ["row"] * 1_000}
+    try:
+        stored = await provider.writeback(Branch("s"), ["short", "y" * 5_000, structured])
+        results = await build_registry(manifest).writeback_results(Branch("t"), ["z" * 1_001])
+        items = await store_of(provider).export()
+    finally:
+        await manifest.aclose()
+    assert stored == 3
+    assert isinstance(stored, WritebackCount)
+    assert stored.cut == 2
+    assert [(r.name, r.stored, r.error, r.cut) for r in results] == [("mem", 1, None, 1)]
+    contents = [item.content for item in items]
+    assert contents[0] == "short"
+    assert all(len(text) == 1_000 for text in contents[1:])
+    assert contents[2].startswith('{"rows": ["row", "row"')
+    assert contents[2].endswith(f"the whole result had {len(json.dumps(structured)):,}]")
+
+
+@pytest.mark.parametrize("cap", [999, 500_001])
+def test_the_item_cap_is_bounded(cap: int) -> None:
+    with pytest.raises(ValidationError, match="max_item_chars"):
+        MemoryConfig(name="mem", source="branch", writeback={"max_item_chars": cap})

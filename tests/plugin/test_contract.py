@@ -55,6 +55,7 @@ EXPECTED_PLUGIN_API = {
     "UrlTemplate",
     "WarmUp",
     "Writeback",
+    "WritebackCount",
     "branch_view",
     "compile_template",
     "count_tokens",

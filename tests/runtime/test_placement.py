@@ -4,11 +4,12 @@ priority and report are those of the ADR's placement."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
 import composer
-from composer.turn import CONTEXT_CLOSE, CONTEXT_OPEN
+from composer.turn import CONTEXT_BLOCK
 
 MANIFEST = """\
 version: 1
@@ -41,6 +42,23 @@ def manifest(tmp_path: Path, placement: str | None) -> composer.Manifest:
     return composer.load_manifest(path)
 
 
+def labelled(context: str | None) -> list[tuple[str, str]]:
+    """The turn's context block, whole, as its labelled blocks: (provider, text)."""
+    assert context is not None
+    found = CONTEXT_BLOCK.fullmatch(context)
+    assert found is not None
+    nonce = found[1]
+    label = rf'<block source="([^"]*)" id="{nonce}">\n(.*?)\n</block id="{nonce}">'
+    blocks: list[tuple[str, str]] = re.findall(label, found[2], re.DOTALL)
+    assert (
+        "\n".join(
+            f'<block source="{n}" id="{nonce}">\n{t}\n</block id="{nonce}">' for n, t in blocks
+        )
+        == found[2]
+    )
+    return blocks
+
+
 async def turns(loaded: composer.Manifest, *texts: str) -> list[composer.PreparedTurn]:
     branch = composer.Branch("You are on call.\n", name="payments")
     composer.attach(branch, loaded)
@@ -56,8 +74,8 @@ async def test_stable_blocks_stay_in_the_fold_and_the_others_go_with_the_turn(
         == second.guidance
         == ("You are on call.\nHouse rules: be brief.\n\nTeam payments.\n")
     )
-    assert first.context == f"{CONTEXT_OPEN}You asked about disks.{CONTEXT_CLOSE}"
-    assert second.context == f"{CONTEXT_OPEN}You asked about certificates.{CONTEXT_CLOSE}"
+    assert labelled(first.context) == [("echo", "You asked about disks.")]
+    assert labelled(second.context) == [("echo", "You asked about certificates.")]
 
 
 async def test_the_report_and_budget_are_the_adr_placements(tmp_path: Path) -> None:

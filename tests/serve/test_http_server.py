@@ -187,7 +187,7 @@ def test_writeback_reaches_the_providers_hooks_and_the_next_turn(tmp_path: Path)
     assert stored.status_code == 200
     assert stored.json() == {
         "branch_id": "payments-1",
-        "providers": [{"name": "notes", "stored": 1, "error": None}],
+        "providers": [{"name": "notes", "stored": 1, "error": None, "cut": 0}],
         "stored": 1,
     }
     assert turn.json()["report"]["blocks"] == ["- refund R-7 failed: card expired"]

@@ -193,7 +193,7 @@ def test_a_retried_writeback_stores_once_and_a_later_turns_is_stored_again(
         200,
         {
             "branch_id": "inc-2",
-            "providers": [{"name": "notes", "stored": 1, "error": None}],
+            "providers": [{"name": "notes", "stored": 1, "error": None, "cut": 0}],
             "stored": 1,
         },
     )
@@ -247,7 +247,7 @@ def test_a_writeback_that_stored_nothing_is_not_a_success(tmp_path: Path) -> Non
         status, body = loop.run_until_complete(service.writeback("b", some, LOCAL_PRINCIPAL))
         assert status == 207
         kept, broken = body["providers"]
-        assert kept == {"name": "kept", "stored": 1, "error": None}
+        assert kept == {"name": "kept", "stored": 1, "error": None, "cut": 0}
         assert broken["stored"] is None
         assert "team" in broken["error"]
     finally:
