@@ -31,7 +31,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from composer.cli.console.sessions import COOKIE, Session, Sessions
-from composer.cli.console.source import TurnSource
+from composer.cli.console.source import Listing, TurnSource
 from composer.cli.console.views import (
     WINDOWS,
     compare,
@@ -231,7 +231,7 @@ class Console:
         def keep(line: AuditLine) -> bool:
             return self.sees(principal, line) and _matches(line, chosen)
 
-        lines, total = await self._read(
+        listing: Listing = await self._read(
             lambda source: source.newest(
                 keep if filtered else None,
                 limit=limit,
@@ -239,8 +239,9 @@ class Console:
                 principal=self._own(principal),
                 since=since(window),
             ),
-            ([], 0),
+            Listing([], 0),
         )
+        lines, total = listing.lines, listing.total
 
         def page_at(start: int) -> str:
             return urlencode({**chosen, "window": window, "limit": limit, "offset": start})
@@ -253,6 +254,7 @@ class Console:
             principal=principal,
             rows=[list_row(line) for line in lines],
             total=total,
+            unreadable=listing.unreadable,
             limit=limit,
             offset=offset,
             chosen=chosen,
@@ -272,13 +274,13 @@ class Console:
         line = await self._turn(request, request.path_params["turn_id"], principal)
         if isinstance(line, Response):
             return line
-        choices, _ = await self._read(
+        choices: Listing = await self._read(
             lambda source: source.newest(
                 lambda other: self.sees(principal, other) and other.turn_id != line.turn_id,
                 limit=COMPARE_CHOICES,
                 principal=self._own(principal),
             ),
-            ([], 0),
+            Listing([], 0),
         )
         return self.page(
             request,
@@ -286,7 +288,7 @@ class Console:
             principal=principal,
             line=line,
             view=turn_view(line),
-            choices=[list_row(choice) for choice in choices],
+            choices=[list_row(choice) for choice in choices.lines],
         )
 
     async def compare(self, request: Request) -> Response:
