@@ -42,6 +42,7 @@ from composer.cli.console.views import (
     turn_view_of_preview,
 )
 from composer.principal import Principal
+from composer.serve.auth import PRINCIPAL_KEY
 from composer.serve.limits import read_body
 from composer.serve.options import CONSOLE_PREFIX
 from composer.serve.principals import LOCAL_PRINCIPAL, Principals
@@ -117,19 +118,20 @@ class Console:
 
     def principal(self, request: Request) -> Principal | None:
         """The request's principal: ``local`` on an open console, else from its bearer
-        header or its session cookie; None when neither names one."""
+        header or its session cookie; None when neither names one. An authenticated one is
+        put in the request's scope, as the API's authentication does, for the access log."""
         if self.principals is None:
             return LOCAL_PRINCIPAL
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer":
-            return self.principals.authenticate(value.strip().encode("latin-1"))
+            return _known(request, self.principals.authenticate(value.strip().encode("latin-1")))
         cookie = request.cookies.get(COOKIE)
         session = self.sessions.check(cookie, self.principals) if cookie else None
         if session is None:
             return None
         if session.renewed is not None:
             request.state.renewed_session = session  # set on the answer by its route
-        return session.principal
+        return _known(request, session.principal)
 
     def sees(self, principal: Principal, line: AuditLine) -> bool:
         """Whether ``principal`` may see the turn of ``line``: its own turns only."""
@@ -181,7 +183,9 @@ class Console:
         form = await _form(request)
         if isinstance(form, Response):
             return form
-        principal = self.principals.authenticate(form.get("token", "").strip().encode())
+        principal = _known(
+            request, self.principals.authenticate(form.get("token", "").strip().encode())
+        )
         if principal is None:
             return self.page(request, "login.html", 401, error="That token is not valid.")
         response = RedirectResponse(f"{PREFIX}/turns", 303, headers=HEADERS)
@@ -508,6 +512,13 @@ _OUTCOMES = [
     "timeout",
     "not_called",
 ]
+
+
+def _known(request: Request, principal: Principal | None) -> Principal | None:
+    """``principal``, in the request's scope when there is one (``--access-log`` names it)."""
+    if principal is not None:
+        request.scope[PRINCIPAL_KEY] = principal
+    return principal
 
 
 def _as_is(text: str) -> str:
