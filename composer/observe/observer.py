@@ -177,7 +177,7 @@ def _open_sink(
         from composer.observe.audit_postgres import PostgresAuditLog
 
         table = config.postgres
-        writer = table.writer or manifest or _IN_MEMORY
+        writer = redact(table.writer) if table.writer else manifest or _IN_MEMORY
         return open_audit_log(
             ("postgres", table.dsn, table.db_schema, writer),
             lambda _: PostgresAuditLog(
