@@ -328,12 +328,28 @@ class AuditPostgres(StrictModel):
         30.0,
         gt=0,
         le=36_500,
-        description="Rows older than this are deleted (checked once a minute by each writer).",
+        description=(
+            "This writer's rows older than this are deleted (checked once a minute; ages by "
+            "the server's clock)."
+        ),
     )
     max_rows: int = Field(
         1_000_000,
         ge=1,
-        description="At most this many rows are kept; the oldest beyond it are deleted.",
+        description=(
+            "At most this many rows of this writer are kept; its oldest beyond it are deleted."
+        ),
+    )
+    writer: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description=(
+            "Whose rows these are: retention deletes only its writer's rows, and replicas "
+            "with one writer keep max_rows between them. Default: the manifest's path as "
+            "the process loaded it, so replicas started alike are one writer; name one when "
+            "their paths differ, or when two applications load the same path."
+        ),
     )
     connect_timeout_s: float = Field(
         5.0,

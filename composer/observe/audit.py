@@ -51,7 +51,7 @@ __all__ = [
     "release_audit_log",
 ]
 
-from composer.observe.record import json_line, weight
+from composer.observe.record import MAX_LINE_BYTES, json_line, weight
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +180,8 @@ class AuditQueue:
                 self._held -= held
             try:
                 line, made = self._make(snapshot)
+                if made > MAX_LINE_BYTES:  # no reader would read it: lost here, and said so
+                    raise ValueError(f"{made:,} bytes, past the {MAX_LINE_BYTES:,} a reader reads")
                 lines.append(line)
                 size += made
             except Exception as e:  # a snapshot that cannot be written is one lost line

@@ -8,10 +8,21 @@ the DSN is named by its host and database only), the connection is dropped, and 
 waits before it tries again (1 s, doubling to ``RETRY_MAX_S``) while new lines wait in the
 bounded queue (full, they are dropped and counted). The turn never waits on any of it.
 
+Many writers share one table, so each row names its ``writer`` and retention deletes only
+its own writer's rows: replicas of one manifest are one writer (by default its path as the
+line names it), so between them they keep ``max_rows``; another manifest's rows are never
+touched. Ages are on the server's clock alone: a row's ``written`` is stamped by the server
+when it lands, and compared with the server's ``now()``, so a writer whose clock is wrong
+neither deletes its fresh rows nor keeps its old ones.
+
 Retention runs on the writer's connection after a batch, once a minute (and at once again
-after a run that deleted a full ``RETAIN_BATCH``): rows older than ``max_age_s``, then rows
-beyond the newest ``max_rows``, at most ``RETAIN_BATCH`` of each per run. One writer at a
-time does it (a transaction advisory lock that the others skip).
+after a run that deleted a full ``RETAIN_BATCH``): this writer's rows older than ``max_age_s``,
+then its rows beyond its newest ``max_rows``, at most ``RETAIN_BATCH`` of each per run. One
+replica of a writer at a time does it (a transaction advisory lock of the schema and writer
+that the others skip). Rows from before the table had a ``writer`` (a previous version's)
+belong to nobody by that column: the writer whose manifest path they name (their
+``manifest``) deletes them by age alone, by their own ``time`` (the old writer's clock); they
+count towards no ``max_rows``.
 """
 
 from __future__ import annotations
@@ -23,7 +34,15 @@ from typing import TYPE_CHECKING, Any
 
 from composer.manifest.dsn import describe_dsn
 from composer.observe.audit import QUEUE_BYTES, AuditQueue
-from composer.observe.audit_table import COLUMNS, TABLE, connect, create_table, row_of, statement
+from composer.observe.audit_table import (
+    COLUMNS,
+    TABLE,
+    column_text,
+    connect,
+    create_table,
+    row_of,
+    statement,
+)
 from composer.observe.record import Snapshot, json_line
 
 if TYPE_CHECKING:
@@ -45,12 +64,19 @@ RETAIN_BATCH = 10_000
 _COPY = "COPY {s}.%s (%s) FROM STDIN" % (TABLE, ", ".join(COLUMNS))  # noqa: UP031
 _BY_AGE = (
     "DELETE FROM {s}.audit_turns WHERE seq IN (SELECT seq FROM {s}.audit_turns"
-    " WHERE time < now() - make_interval(secs => %s) ORDER BY time LIMIT %s)"
+    " WHERE writer = %(writer)s AND written < now() - make_interval(secs => %(age)s)"
+    " ORDER BY written LIMIT %(batch)s)"
 )
 _BY_ROWS = (
-    "DELETE FROM {s}.audit_turns WHERE seq IN (SELECT seq FROM {s}.audit_turns WHERE seq <="
-    " (SELECT seq FROM {s}.audit_turns ORDER BY seq DESC OFFSET %s LIMIT 1)"
-    " ORDER BY seq LIMIT %s)"
+    "DELETE FROM {s}.audit_turns WHERE seq IN (SELECT seq FROM {s}.audit_turns"
+    " WHERE writer = %(writer)s AND seq <= (SELECT seq FROM {s}.audit_turns"
+    " WHERE writer = %(writer)s ORDER BY seq DESC OFFSET %(rows)s LIMIT 1)"
+    " ORDER BY seq LIMIT %(batch)s)"
+)
+_PREVIOUS_BY_AGE = (
+    "DELETE FROM {s}.audit_turns WHERE seq IN (SELECT seq FROM {s}.audit_turns"
+    " WHERE writer IS NULL AND manifest = %(manifest)s"
+    " AND time < now() - make_interval(secs => %(age)s) ORDER BY time LIMIT %(batch)s)"
 )
 
 
@@ -64,6 +90,8 @@ class PostgresAuditLog(AuditQueue):
         dsn: str,
         *,
         schema: str,
+        writer: str,
+        manifest: str | None = None,
         max_age_s: float,
         max_rows: int,
         timeout_s: float,
@@ -74,7 +102,7 @@ class PostgresAuditLog(AuditQueue):
     ) -> None:
         super().__init__(
             f"{describe_dsn(dsn)} schema {schema}",
-            ("postgres", dsn, schema),
+            ("postgres", dsn, schema, writer),
             queue_size=queue_size,
             queue_bytes=queue_bytes,
             redact=redact,
@@ -82,6 +110,8 @@ class PostgresAuditLog(AuditQueue):
         )
         self._dsn = dsn
         self.schema = schema
+        self.writer = writer
+        self.manifest = manifest
         self.max_age_s = max_age_s
         self.max_rows = max_rows
         self.timeout_s = timeout_s
@@ -89,7 +119,8 @@ class PostgresAuditLog(AuditQueue):
         self._retry_at = 0.0
         self._backoff = 1.0
         self._retain_at = 0.0  # the first batch retains
-        digest = hashlib.sha256(f"composer:audit-retain:{schema}".encode()).digest()
+        lock = f"composer:audit-retain:{schema}:{writer}"
+        digest = hashlib.sha256(lock.encode("utf-8", "surrogatepass")).digest()
         self._retain_lock = int.from_bytes(digest[:8], signed=True)
 
     def __repr__(self) -> str:
@@ -97,7 +128,7 @@ class PostgresAuditLog(AuditQueue):
 
     def _make(self, snapshot: Snapshot) -> tuple[tuple[Any, ...], int]:
         line = json_line(snapshot)
-        return row_of(snapshot, line), len(line)
+        return row_of(snapshot, line, self.writer), len(line)
 
     def _pause(self) -> None:
         """After a failure, wait for the next try (lines stay queued meanwhile); a close
@@ -143,7 +174,8 @@ class PostgresAuditLog(AuditQueue):
         self._lost(kind, lost, message)
 
     def _retain(self, conn: Connection[Any]) -> None:
-        """Delete rows past the age and the count, ``RETAIN_BATCH`` at most of each."""
+        """Delete this writer's rows past the age and the count (and a previous version's rows
+        of its manifest past the age), ``RETAIN_BATCH`` at most of each."""
         deleted = 0
         try:
             with conn.transaction():
@@ -151,8 +183,16 @@ class PostgresAuditLog(AuditQueue):
                     "SELECT pg_try_advisory_xact_lock(%s)", (self._retain_lock,)
                 ).fetchone()
                 if row is not None and row[0]:
-                    for text, value in ((_BY_AGE, self.max_age_s), (_BY_ROWS, self.max_rows)):
-                        done = conn.execute(statement(text, self.schema), (value, RETAIN_BATCH))
+                    values = {
+                        "writer": column_text(self.writer),
+                        "manifest": column_text(self.manifest, None),
+                        "age": self.max_age_s,
+                        "rows": self.max_rows,
+                        "batch": RETAIN_BATCH,
+                    }
+                    kinds = [_BY_AGE, _BY_ROWS] + ([_PREVIOUS_BY_AGE] if self.manifest else [])
+                    for text in kinds:
+                        done = conn.execute(statement(text, self.schema), values)
                         deleted = max(deleted, done.rowcount)
         except Exception as e:
             self._warn("retention", f"audit log {self.label}: retention failed: {e!r}")

@@ -5,7 +5,10 @@ through it); ``find_turn`` names one turn by its id or a unique prefix. A locati
 path, or a DSN (``postgresql://...`` or ``postgres://...``) with a schema, whose table is the
 one ``runtime.audit.postgres`` writes (``composer.observe.audit_table``). A table is read
 with SQL (the filters, the newest-first order, the limit and the offset are the server's);
-a file is read once, line by line, keeping only the page asked for.
+a file is read once, line by line, keeping only the page asked for. Every line, a file's or
+a row's, is parsed by ``record.parse_line`` alone, which never raises: a line of any shape
+that is not an audit line is counted and named (``TurnPage.skipped``), and the turns around it
+are read; a line longer than ``record.MAX_LINE_BYTES`` is not even fetched.
 
 Nothing here writes; a location is only ever shown masked (``shown``: a DSN by its host,
 port and database).
@@ -24,7 +27,7 @@ from typing import Any
 from composer.errors import AuditReadError
 from composer.manifest.dsn import describe_dsn, dsn_secrets
 from composer.manifest.models import redact
-from composer.observe.record import AuditLine, parse_line, read_lines
+from composer.observe.record import MAX_LINE_BYTES, AuditLine, parse_line, read_lines
 
 __all__ = [
     "LOOKUP_LIMIT",
@@ -250,11 +253,12 @@ def _from_table(
         with connect(dsn, table.timeout_s) as conn:
             rows = conn.execute(
                 statement(
-                    f"SELECT seq, line FROM {{s}}.audit_turns{clause}"
+                    "SELECT seq, CASE WHEN octet_length(line) <= %s THEN line END"
+                    f" FROM {{s}}.audit_turns{clause}"
                     " ORDER BY time DESC, seq DESC LIMIT %s OFFSET %s",
                     schema,
                 ),
-                [*values, limit, offset],
+                [MAX_LINE_BYTES, *values, limit, offset],
             ).fetchall()
             counted = conn.execute(
                 statement(f"SELECT count(*) FROM {{s}}.audit_turns{clause}", schema), values

@@ -3,12 +3,21 @@
 One table, ``{schema}.audit_turns``, for every process and replica that writes to the same
 DSN and schema. Each row holds the turn's line exactly as the file sink writes it (``line``,
 text: read back with ``AuditLine``) and, beside it, the columns a reader filters and sorts
-by: ``time`` (the turn's start), ``turn_id``, ``branch_id``, ``branch_name``, ``principal``,
-``manifest`` (its path), ``tokens_used``, ``budget`` and ``bytes`` (the line's size). The
-columns are indexed by time, by branch and time, by principal and time, and by turn id (a
-prefix lookup), and hold at most ``INDEXED_CHARS`` characters (a B-tree entry past about
-2,700 bytes fails the insert, and a branch id is the caller's to choose); the line keeps the
-whole value. Values are masked as in the line (the line's own ``redact``).
+by: ``time`` (the turn's start, by the writer's clock, as in the line), ``turn_id``,
+``branch_id``, ``branch_name``, ``principal``, ``manifest`` (its path), ``tokens_used``,
+``budget`` and ``bytes`` (the line's size). Two columns are retention's: ``writer``, whose
+rows they are (``runtime.audit.postgres.writer``, by default the manifest's path as the line
+names it: replicas of one manifest are one writer), and ``written``, stamped by the server
+when the row lands (``DEFAULT now()``), so retention compares the server's times with the
+server's clock whatever a writer's clock says. The columns are indexed by time, by branch and
+time, by principal and time, by turn id (a prefix lookup), and by writer with ``seq`` and with
+``written``, and hold at most ``INDEXED_CHARS`` characters (a B-tree entry past about 2,700
+bytes fails the insert, and a branch id is the caller's to choose); the line keeps the whole
+value. Values are masked as in the line (the line's own ``redact``).
+
+A table of the previous version (without ``writer`` and ``written``) is upgraded by the first
+writer that connects (``create_table``): both columns are added, empty in the rows already
+there (``audit_postgres`` says what becomes of those), and their indexes built.
 
 psycopg 3 is imported only here and only when a table is used (the ``postgres`` extra); a
 missing extra is an ``ImportError`` saying what to install.
@@ -30,6 +39,8 @@ __all__ = [
     "COLUMNS",
     "INDEXED_CHARS",
     "TABLE",
+    "UPGRADE_TIMEOUT_S",
+    "column_text",
     "connect",
     "create_table",
     "row_of",
@@ -52,7 +63,9 @@ COLUMNS = (
     "budget",
     "bytes",
     "line",
+    "writer",
 )
+"""The columns a writer sends (``written`` is the server's to stamp)."""
 
 _DDL = (
     "CREATE SCHEMA IF NOT EXISTS {s}",
@@ -67,13 +80,29 @@ _DDL = (
         tokens_used integer NOT NULL,
         budget integer,
         bytes integer NOT NULL,
-        line text NOT NULL
+        line text NOT NULL,
+        writer text,
+        written timestamptz DEFAULT now()
     )""",
     "CREATE INDEX IF NOT EXISTS audit_turns_time ON {s}.audit_turns (time, seq)",
     "CREATE INDEX IF NOT EXISTS audit_turns_branch ON {s}.audit_turns (branch_id, time)",
     "CREATE INDEX IF NOT EXISTS audit_turns_principal ON {s}.audit_turns (principal, time)",
     "CREATE INDEX IF NOT EXISTS audit_turns_turn ON {s}.audit_turns (turn_id text_pattern_ops)",
 )
+
+_UPGRADE = (
+    # the previous version's table: the columns added empty (a default given with ADD COLUMN
+    # would stamp every old row with the time of the upgrade), the server's stamp after
+    "ALTER TABLE {s}.audit_turns ADD COLUMN IF NOT EXISTS writer text",
+    "ALTER TABLE {s}.audit_turns ADD COLUMN IF NOT EXISTS written timestamptz",
+    "ALTER TABLE {s}.audit_turns ALTER COLUMN written SET DEFAULT now()",
+    "CREATE INDEX IF NOT EXISTS audit_turns_writer ON {s}.audit_turns (writer, seq)",
+    "CREATE INDEX IF NOT EXISTS audit_turns_written ON {s}.audit_turns (writer, written)",
+)
+
+UPGRADE_TIMEOUT_S = 600.0
+"""How long the upgrade of a previous version's table may take (its indexes are built over
+every row), past the connection's own statement timeout."""
 
 _CREATE_LOCK = 0x636F6D706F736572  # "composer": one creator at a time, whatever the schema
 
@@ -113,44 +142,59 @@ def connect(dsn: str, timeout_s: float) -> Connection[Any]:
 
 
 def create_table(conn: Connection[Any], schema: str) -> None:
-    """The schema, table and indexes, made once whatever number of writers start at once;
-    nothing is asked of a table that is there (a role that may only insert into it, made by
-    an administrator, writes without any right to create)."""
+    """The schema, table and indexes, made once whatever number of writers start at once, and
+    a previous version's table upgraded (``writer`` and ``written`` added); nothing is asked
+    of a table that is there and current (a role that may only insert into it, made by an
+    administrator, writes without any right to create)."""
     from psycopg import sql
 
     name = sql.Identifier(schema, TABLE).as_string(conn)
-    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
-    if found is not None and found[0]:
+    found = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL, (SELECT count(*) FROM pg_attribute"
+        " WHERE attrelid = to_regclass(%s) AND attname IN ('writer', 'written')"
+        " AND NOT attisdropped)",
+        (name, name),
+    ).fetchone()
+    exists, current = (bool(found[0]), found[1] == 2) if found is not None else (False, False)
+    if current:
         return
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
-        for text in _DDL:
-            conn.execute(statement(text, schema))
+    from psycopg.errors import InsufficientPrivilege
+
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
+            conn.execute(f"SET LOCAL statement_timeout = {int(UPGRADE_TIMEOUT_S * 1000)}")
+            for text in _UPGRADE if exists else _DDL + _UPGRADE:
+                conn.execute(statement(text, schema))
+    except InsufficientPrivilege as e:
+        raise RuntimeError(
+            f"{schema}.{TABLE} is missing or of a previous version (no writer and written "
+            "columns), and this role may not make or upgrade it: run a writer once as the "
+            f"table's owner, or the statements of the observability guide ({e})"
+        ) from e
 
 
-def row_of(turn: Snapshot, line: bytes) -> tuple[Any, ...]:
-    """The row of one turn whose line is ``line``, in ``COLUMNS``' order (names masked)."""
+def row_of(turn: Snapshot, line: bytes, writer: str) -> tuple[Any, ...]:
+    """The row of one turn whose line is ``line``, written by ``writer``, in ``COLUMNS``'
+    order (names masked)."""
     mask = turn.context.redact
     name = turn.branch_name
     return (
         _dt.datetime.fromtimestamp(turn.time, _dt.UTC),
-        _indexed(turn.turn_id),
-        _indexed(mask(turn.branch_id)),
-        None if name is None else _indexed(mask(str(name))),
-        _indexed(turn.principal),
-        _clean(turn.context.manifest.get("path"), None),
+        column_text(turn.turn_id),
+        column_text(mask(turn.branch_id)),
+        None if name is None else column_text(mask(str(name))),
+        column_text(turn.principal),
+        column_text(turn.context.manifest.get("path"), None),
         turn.tokens_used,
         turn.budget,
         len(line),
         line.decode("ascii"),
+        column_text(writer),
     )
 
 
-def _indexed(value: str | None) -> str | None:
-    return _clean(value, INDEXED_CHARS)
-
-
-def _clean(value: str | None, limit: int | None) -> str | None:
+def column_text(value: str | None, limit: int | None = INDEXED_CHARS) -> str | None:
     """``value`` as a column holds it: at most ``limit`` characters, without NUL (which text
     refuses), valid UTF-8 (a lone surrogate would fail the whole batch)."""
     if value is None:

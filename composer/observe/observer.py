@@ -41,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 Gather = Callable[[BranchLike, InstructionLike], Awaitable[ProviderReport]]
 
+_IN_MEMORY = "(in memory)"
+"""The audit table's writer of manifests loaded without a file and naming none."""
+
 
 class TurnObserver:
     """History size, audit log, tracer and metrics of one loaded manifest."""
@@ -75,7 +78,7 @@ class TurnObserver:
                 redact=self.redact,
             )
             count = self.metrics.audit_counter() if self.metrics is not None else None
-            self.audit = _open_sink(config, self.redact, count)
+            self.audit = _open_sink(config, self.redact, count, self.manifest.path)
             if self.audit.on_count is None:
                 self.audit.on_count = count
 
@@ -161,20 +164,27 @@ class TurnObserver:
 
 
 def _open_sink(
-    config: AuditConfig, redact: Callable[[str], str], count: Callable[[str, int], None] | None
+    config: AuditConfig,
+    redact: Callable[[str], str],
+    count: Callable[[str, int], None] | None,
+    manifest: str | None,
 ) -> AuditQueue:
-    """The process's one sink of ``config`` (a file, a table, standard output), opened once
-    whatever number of loaded manifests write to it."""
+    """The process's one sink of ``config`` (a file, a table and writer, standard output),
+    opened once whatever number of loaded manifests write to it. ``manifest``: the manifest's
+    path as its lines name it (masked), a table's writer unless the manifest names one."""
     common: dict[str, Any] = {"queue_size": config.queue, "redact": redact, "on_count": count}
     if config.postgres is not None:
         from composer.observe.audit_postgres import PostgresAuditLog
 
         table = config.postgres
+        writer = redact(table.writer) if table.writer else manifest or _IN_MEMORY
         return open_audit_log(
-            ("postgres", table.dsn, table.db_schema),
+            ("postgres", table.dsn, table.db_schema, writer),
             lambda _: PostgresAuditLog(
                 table.dsn,
                 schema=table.db_schema,
+                writer=writer,
+                manifest=manifest,
                 max_age_s=table.max_age_days * 86_400,
                 max_rows=table.max_rows,
                 timeout_s=table.connect_timeout_s,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ from composer.templating.views import instruction_view
 from composer.turn import render_guidance
 
 __all__ = [
+    "MAX_DEPTH",
+    "MAX_LINE_BYTES",
     "AuditBlock",
     "AuditBranch",
     "AuditFired",
@@ -343,6 +346,18 @@ def _text(text: Any, keep: bool, mask: Callable[[str], str]) -> dict[str, Any]:
 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
+MAX_LINE_BYTES = 128 * 1024 * 1024
+"""The longest line a reader reads (and a writer writes: a longer one is counted failed):
+twice what a sink's queue holds in all, so any turn it queued fits unless most of its text
+is escaped. A longer line is passed over unread, so a reader's memory is bounded."""
+
+MAX_DEPTH = 64
+"""The deepest nesting Python's JSON parser is given (an audit line nests 4 deep)."""
+
+_SKIP_CHUNK = 1024 * 1024
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_NOT_A_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[^\[\]{}"]+')
+
 _MEMO_CHARS = 8192
 """The longest text (and provider entry) remembered: a memo of long texts would keep every
 turn's instruction alive (1,500 turns of 0.9 MB took a server from 78 MiB to 1.44 GiB)."""
@@ -374,31 +389,69 @@ def sha256(text: str) -> str:
     return digest
 
 
-def read_lines(path: Path) -> Iterator[tuple[int, AuditLine | str]]:
+def read_lines(
+    path: Path, max_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, AuditLine | str]]:
     """``(line number, AuditLine)`` for each line of an audit file, or ``(number, problem)``
-    for a line that is not one (a torn last line after a crash, another program's text)."""
-    with path.open("r", encoding="utf-8", errors="replace") as lines:
-        for number, raw in enumerate(lines, 1):
-            if raw.strip():
-                yield number, parse_line(raw)
+    for a line that is not one (a torn last line after a crash, another program's text, a
+    line longer than ``max_bytes``, which is passed over without being held). Bytes that are
+    not UTF-8 are read as U+FFFD. Raises ``OSError`` only for the file itself."""
+    with path.open("rb") as lines:
+        number = 0
+        while raw := lines.readline(max_bytes + 1):
+            number += 1
+            if len(raw) > max_bytes and not raw.endswith(b"\n"):
+                while (rest := lines.readline(_SKIP_CHUNK)) and not rest.endswith(b"\n"):
+                    pass
+                yield number, _longer_than(max_bytes)
+                continue
+            text = raw.decode("utf-8", "replace")
+            if text.strip():
+                yield number, parse_line(text)
 
 
-def parse_line(raw: str) -> AuditLine | str:
-    """One line read back as an ``AuditLine``, or the problem that makes it none.
+def parse_line(raw: str | None) -> AuditLine | str:
+    """One line read back as an ``AuditLine``, or the problem that makes it none; never raises.
 
-    A lone surrogate (a branch name that held one) is written as its ``\\ud800`` escape,
-    which pydantic's JSON parser refuses; Python's reads it, so such a line is read that way.
+    The one place a line is parsed, and bounded: a line longer than ``MAX_LINE_BYTES`` (None:
+    a reader that left it unread for its size), nested deeper than pydantic's parser goes,
+    holding a number or string of any size, or raising anything at all while it is parsed or
+    validated is "not an audit line", so one line never stops a reader. A lone surrogate (a
+    branch name that held one) is written as its ``\\ud800`` escape, which pydantic's JSON
+    parser refuses; Python's reads it, so such a line is read that way, when it is nested
+    ``MAX_DEPTH`` deep at most (Python's parser recurses).
     """
+    if raw is None or len(raw) > MAX_LINE_BYTES:
+        return _longer_than(MAX_LINE_BYTES)
     try:
         return AuditLine.model_validate_json(raw)
     except ValidationError as e:
-        if not any(error["type"] == "json_invalid" for error in e.errors()):
-            return _not_a_line(e.error_count())
         problems = e.error_count()
+        invalid_json = any(error["type"] == "json_invalid" for error in e.errors())
+    except Exception:  # any other failure of the parser is this line's, not the reader's
+        return _not_a_line(1)
+    if not (invalid_json and _SURROGATE_ESCAPE.search(raw) and _depth(raw) <= MAX_DEPTH):
+        return _not_a_line(problems)
     try:
         return AuditLine.model_validate(json.loads(raw))
-    except (ValueError, ValidationError):  # JSONDecodeError is a ValueError
+    except Exception:  # ValueError, ValidationError, anything else: the line is not one
         return _not_a_line(problems)
+
+
+def _depth(raw: str) -> int:
+    """How deep ``raw``'s brackets nest outside its strings, counted up to ``MAX_DEPTH + 1``."""
+    depth = deepest = 0
+    for bracket in _NOT_A_BRACKET.sub("", raw):
+        depth += 1 if bracket in "[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_DEPTH:
+                break
+    return deepest
+
+
+def _longer_than(max_bytes: int) -> str:
+    return f"not an audit line (longer than {max_bytes:,} bytes)"
 
 
 def _not_a_line(problems: int) -> str:

@@ -3,6 +3,9 @@ real turns."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -119,3 +122,29 @@ async def test_an_unnamed_branch_is_named_by_its_id_alone(
     assert shown.endswith(f", branch {unnamed.id}")
     assert main(["audit", "list", log]) == 0
     assert "None" not in capsys.readouterr().out
+
+
+def test_a_line_nested_50000_deep_leaves_the_good_turns_listed(tmp_path: Path) -> None:
+    """One hostile line appended to a good log: `composer audit list` and `audit show`, run
+    as a user runs them, print the good turns, warn of the line, and exit 0, no traceback."""
+    log = asyncio.run(write_turns(tmp_path, keep_text=True))
+    with log.open("ab") as appended:
+        appended.write(b"[" * 50_000 + b"]" * 50_000 + b"\n")
+    listed, shown = (
+        subprocess.run(
+            [sys.executable, "-m", "composer", "audit", action, str(log)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for action in ("list", "show")
+    )
+    for done in (listed, shown):
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert f"{log}:3: not an audit line (1 problem); skipped" in done.stderr
+    newest, oldest, summary = listed.stdout.splitlines()
+    assert '"second one, much longer than the eight words ..."' in newest
+    assert '"first question about disks"' in oldest
+    assert summary == "# 2 turns"
+    assert "second one, much longer than the eight words shown here" in shown.stdout

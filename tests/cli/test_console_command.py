@@ -3,6 +3,7 @@ with the turns real ``prepare_turn`` calls wrote."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -36,3 +37,24 @@ def test_an_unreachable_database_or_a_missing_file_is_refused(
     assert "hunter2-pw" not in said  # a DSN is shown by its host, port and database only
     assert main(["console", str(tmp_path / "nope.jsonl")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+async def test_a_line_nested_50000_deep_leaves_the_good_turns_on_the_page(
+    tmp_path: Path,
+) -> None:
+    """The console starts over a log holding one hostile line, lists the good turns, says
+    one line was skipped, and serves each good turn's page."""
+    log = await write_turns(tmp_path, keep_text=True)
+    with log.open("ab") as appended:
+        appended.write(b"[" * 50_000 + b"]" * 50_000 + b"\n")
+    with console_process(str(log)) as url:
+        page = httpx.get(url + "/turns", timeout=30)
+        assert page.status_code == 200
+        assert "2 turns" in page.text
+        assert "1 line of the log is not an audit line: skipped." in page.text
+        assert "first question about disks" in page.text
+        assert "Traceback" not in page.text
+        turn = re.search(r'href="/console/turns/([^"]+)"', page.text)
+        assert turn is not None
+        assert httpx.get(f"{url}/turns/{turn.group(1)}", timeout=30).status_code == 200
+        assert httpx.get(url + "/providers?window=all", timeout=30).status_code == 200

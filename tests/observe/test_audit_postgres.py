@@ -227,7 +227,7 @@ async def test_retention_deletes_rows_past_their_age_and_beyond_the_count(
     manifest = manifest_at(tmp_path, table(postgres_dsn, schema))
     old = await run_turns(manifest, ["deploy 1", "deploy 2"])
     await manifest.aclose()
-    rows(postgres_dsn, schema, "UPDATE {s}.audit_turns SET time = time - interval '31 days'")
+    rows(postgres_dsn, schema, "UPDATE {s}.audit_turns SET written = written - interval '31 days'")
     # a new writer retains at its first batch: the default age is 30 days
     manifest = manifest_at(tmp_path, table(postgres_dsn, schema))
     kept = await run_turns(manifest, ["deploy 3", "deploy 4", "deploy 5"])
@@ -243,6 +243,153 @@ async def test_retention_deletes_rows_past_their_age_and_beyond_the_count(
         kept[-1].turn_id,
         newest[0].turn_id,
     }
+
+
+async def test_retention_leaves_another_writers_rows(
+    tmp_path: Path, postgres_dsn: str, schema: str
+) -> None:
+    """Two manifests share one table: the one keeping 3 rows deletes none of the other's.
+    Two manifests naming one ``writer`` (replicas whose paths differ) keep 3 between them."""
+    (tmp_path / "b").mkdir()
+    other = manifest_at(tmp_path / "b", table(postgres_dsn, schema))
+    others = await run_turns(other, [f"deploy {i}" for i in range(12)])
+    await other.aclose()
+    (tmp_path / "a").mkdir()
+    small = manifest_at(tmp_path / "a", table(postgres_dsn, schema, max_rows=3))
+    mine = await run_turns(small, [f"status {i}" for i in range(5)])
+    sink(small).retain_now()
+    mine += await run_turns(small, ["status 5"])
+    await small.aclose()
+    left = {row[0] for row in rows(postgres_dsn, schema)}
+    assert left == {r.turn_id for r in others + mine[-3:]}  # all 12 of the other writer's
+    by_writer = dict(
+        rows(postgres_dsn, schema, "SELECT writer, count(*) FROM {s}.audit_turns GROUP BY 1")
+    )
+    assert by_writer == {str(tmp_path / "b" / "m.yaml"): 12, str(tmp_path / "a" / "m.yaml"): 3}
+
+    rows(postgres_dsn, schema, "TRUNCATE {s}.audit_turns")
+    named = table(postgres_dsn, schema, max_rows=3, age=", writer: payments")
+    for folder, count in (("r1", 4), ("r2", 2)):
+        (tmp_path / folder).mkdir()
+        replica = manifest_at(tmp_path / folder, named)
+        await run_turns(replica, [f"deploy {i}" for i in range(count)])
+        sink(replica).retain_now()
+        await run_turns(replica, ["deploy last"])
+        await replica.aclose()
+    assert rows(
+        postgres_dsn, schema, "SELECT writer, count(*) FROM {s}.audit_turns GROUP BY 1"
+    ) == [("payments", 3)]
+
+
+async def test_a_writer_whose_clock_is_behind_keeps_its_fresh_rows(
+    tmp_path: Path, postgres_dsn: str, schema: str
+) -> None:
+    """Ages are the server's: a writer 2 days behind writes lines dated 2 days ago, and its
+    1-day retention leaves them; a row the server stamped 2 days ago is deleted."""
+    manifest = manifest_at(tmp_path, table(postgres_dsn, schema, age=", max_age_days: 1"))
+    await run_turns(manifest, ["deploy 0"])  # on time: the sink is made at the first turn
+    log = sink(manifest)
+    put = log.put
+
+    def behind(snapshot: Any) -> None:  # the writer's clock: 2 days behind the server's
+        put(snapshot._replace(time=snapshot.time - 2 * 86_400))
+
+    log.put = behind  # type: ignore[method-assign]
+    reports = await run_turns(manifest, ["deploy 1", "deploy 2", "deploy 3"])
+    assert log.flush(30)
+    log.retain_now()
+    await run_turns(manifest, ["deploy 4"])
+    assert log.flush(30)
+    page = read_turns(postgres_dsn, schema=schema, limit=10)
+    assert page.total == 5
+    import datetime as dt
+
+    oldest = min(dt.datetime.fromisoformat(line.time) for line in page.lines)
+    assert oldest < dt.datetime.now(dt.UTC) - dt.timedelta(days=1)  # the writer's own clock
+    rows(
+        postgres_dsn,
+        schema,
+        "UPDATE {s}.audit_turns SET written = now() - interval '2 days'"
+        f" WHERE turn_id = '{reports[0].turn_id}'",
+    )
+    log.retain_now()
+    await run_turns(manifest, ["deploy 5"])
+    await manifest.aclose()
+    left = {row[0] for row in rows(postgres_dsn, schema)}
+    assert len(left) == 5
+    assert reports[0].turn_id not in left
+
+
+PREVIOUS_TABLE = """CREATE TABLE {s}.audit_turns (
+    seq bigserial PRIMARY KEY, time timestamptz NOT NULL, turn_id text, branch_id text NOT NULL,
+    branch_name text, principal text, manifest text, tokens_used integer NOT NULL,
+    budget integer, bytes integer NOT NULL, line text NOT NULL)"""
+
+
+async def test_a_previous_versions_table_is_upgraded_and_its_rows_kept_or_aged_out(
+    tmp_path: Path, postgres_dsn: str, schema: str
+) -> None:
+    """The previous version's table gains ``writer`` and ``written``; its rows, which name no
+    writer, are deleted by age (their own time) by the writer of their manifest only, and
+    count toward no writer's ``max_rows``."""
+    path = str(tmp_path / "m.yaml")
+    rows(postgres_dsn, schema, "CREATE SCHEMA {s}")
+    rows(postgres_dsn, schema, PREVIOUS_TABLE)
+    for turn, manifest_path, days in (
+        ("mine-old", path, 40),
+        ("mine-new", path, 1),
+        ("theirs-old", "/elsewhere/m.yaml", 40),
+    ):
+        rows(
+            postgres_dsn,
+            schema,
+            "INSERT INTO {s}.audit_turns (time, turn_id, branch_id, manifest, tokens_used,"
+            f" bytes, line) VALUES (now() - interval '{days} days', '{turn}', 'b',"
+            f" '{manifest_path}', 0, 2, '{{}}')",
+        )
+    manifest = manifest_at(tmp_path, table(postgres_dsn, schema, max_rows=2))
+    reports = await run_turns(manifest, ["deploy 1", "deploy 2", "deploy 3"])
+    sink(manifest).retain_now()
+    await run_turns(manifest, ["deploy 4"])
+    await manifest.aclose()
+    left = rows(
+        postgres_dsn, schema, "SELECT turn_id, writer, written IS NOT NULL FROM {s}.audit_turns"
+    )
+    assert {row[0] for row in left if row[1] is None} == {"mine-new", "theirs-old"}
+    assert {row[0] for row in left if row[1] is not None} >= {reports[2].turn_id}
+    assert [row[1:] for row in left if row[1] is not None] == [(path, True)] * 2
+
+
+async def test_a_role_that_may_not_upgrade_a_previous_table_is_told_what_to_run(
+    tmp_path: Path, postgres_dsn: str, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A writer whose role may only insert, on the previous version's table: its lines are
+    lost and counted, and the warning says the table needs its owner's upgrade."""
+    import uuid
+
+    rows(postgres_dsn, schema, "CREATE SCHEMA {s}")
+    rows(postgres_dsn, schema, PREVIOUS_TABLE)
+    role = f"audit_writer_{uuid.uuid4().hex[:10]}"
+    try:
+        for grant in (
+            f"CREATE ROLE {role} LOGIN",
+            f"GRANT USAGE ON SCHEMA {{s}} TO {role}",
+            f"GRANT INSERT ON {{s}}.audit_turns TO {role}",
+        ):
+            rows(postgres_dsn, schema, grant)
+        from psycopg.conninfo import make_conninfo
+
+        manifest = manifest_at(tmp_path, table(make_conninfo(postgres_dsn, user=role), schema))
+        with caplog.at_level(logging.WARNING):
+            await run_turns(manifest, ["deploy 1"])
+            log = sink(manifest)
+            await manifest.aclose()
+        assert (log.written, log.failed) == (0, 1)
+        said = " ".join(r.getMessage() for r in audit_warnings(caplog))
+        assert "of a previous version (no writer and written columns)" in said
+    finally:
+        rows(postgres_dsn, schema, f"DROP OWNED BY {role}")
+        rows(postgres_dsn, schema, f"DROP ROLE {role}")
 
 
 # -- hostile: no server, a killed connection, a stopped server, huge and strange values

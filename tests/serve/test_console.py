@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,9 +31,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, P
     """Two principals' server with the console and its preview form; two turns each."""
     folder = tmp_path_factory.mktemp("console")
     manifest, principals = write_files(folder)
+    stderr = (folder / "stderr.log").open("w")
     server = start_serve(
-        [str(manifest), "--principals", str(principals), "--console", "--console-preview"],
+        [
+            str(manifest),
+            *("--principals", str(principals), "--console", "--console-preview"),
+            "--access-log",
+        ],
         env=ENV,
+        stderr=stderr,
     )
     post_turn(server.url, "team a: the disk is full on db-1", token=TOKENS["team-a"])
     post_turn(server.url, f"team a: rotate {SENTINEL} now", token=TOKENS["team-a"])
@@ -41,6 +48,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, P
     wait_for_lines(folder / "turns.jsonl", 4)
     yield server, folder
     assert server.stop() == 0
+    stderr.close()
 
 
 HOSTILE = '</pre><script>alert(1)</script><img src=x onerror="alert(2)">'
@@ -297,18 +305,49 @@ def test_lists_are_bounded_and_filtered(served: tuple[Server, Path]) -> None:
 
 
 def test_the_providers_page_counts_each_outcome(served: tuple[Server, Path]) -> None:
+    """Each outcome in its own column, ``guarded`` (its ``when`` was false) apart from
+    ``empty``."""
     server, _ = served
     page = httpx.get(
         f"{server.url}/console/providers?window=1h", headers=bearer("team-b"), timeout=30
     ).text
-    rows = {
+    assert '<th class="num">empty</th><th class="num">guarded</th>' in page
+    counts = {
         m.group(1): [int(n) for n in re.findall(r'<td class="num">(\d+)</td>', m.group(2))]
         for m in re.finditer(r'<th scope="row">(\w+)</th>(.*?)</tr>', page, re.S)
     }
-    # team b's turns only: fired, empty, skipped, failed, timeout, cache hits, tokens
-    assert rows["runbook"][:6] == [rows["runbook"][0], rows["runbook"][1], 0, 0, 0, 0]
-    assert rows["huge"][2] == sum(rows["huge"][:5])  # always over the budget
-    assert rows["rules"][0] == sum(rows["rules"][:5])  # always fired
+    # team b's turns only: fired, empty, guarded, skipped, failed, timeout, cache hits, tokens
+    runbook, huge, rules = counts["runbook"], counts["huge"], counts["rules"]
+    assert runbook[1] == 0  # its `when` was false: guarded, never empty
+    assert runbook[2] >= 2  # at least team b's two turns, which name no disk
+    assert runbook[0] + runbook[2] == sum(runbook[:6])
+    assert huge[3] == sum(huge[:6])  # always over the budget
+    assert rules[0] == sum(rules[:6])  # always fired
+
+
+def test_the_access_log_names_the_consoles_principal(served: tuple[Server, Path]) -> None:
+    """A console request is logged with its principal, whether its token came as a bearer
+    header, through the login form or in the session cookie; a request without one is -."""
+    server, folder = served
+    httpx.get(f"{server.url}/console/turns?limit=7", headers=bearer("team-a"), timeout=30)
+    with login(server.url, "team-b") as client:
+        assert client.get("/console/providers?window=7d").status_code == 200
+    httpx.get(f"{server.url}/console/turns?limit=9", timeout=30)
+    expected = (
+        "GET /console/turns 200 principal=team-a",
+        "POST /console/login 303 principal=team-b",
+        "GET /console/providers 200 principal=team-b",
+        "GET /console/turns 303 principal=-",
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        logged = (folder / "stderr.log").read_text()
+        if all(line in logged for line in expected) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    for line in expected:
+        assert line in logged, logged[-2000:]
+    assert all(token not in logged for token in TOKENS.values())
 
 
 def test_text_from_a_turn_is_shown_never_run(served: tuple[Server, Path]) -> None:

@@ -31,7 +31,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from composer.cli.console.sessions import COOKIE, Session, Sessions
-from composer.cli.console.source import TurnSource
+from composer.cli.console.source import Listing, TurnSource
 from composer.cli.console.views import (
     WINDOWS,
     compare,
@@ -42,6 +42,7 @@ from composer.cli.console.views import (
     turn_view_of_preview,
 )
 from composer.principal import Principal
+from composer.serve.auth import PRINCIPAL_KEY
 from composer.serve.limits import read_body
 from composer.serve.options import CONSOLE_PREFIX
 from composer.serve.principals import LOCAL_PRINCIPAL, Principals
@@ -117,19 +118,20 @@ class Console:
 
     def principal(self, request: Request) -> Principal | None:
         """The request's principal: ``local`` on an open console, else from its bearer
-        header or its session cookie; None when neither names one."""
+        header or its session cookie; None when neither names one. An authenticated one is
+        put in the request's scope, as the API's authentication does, for the access log."""
         if self.principals is None:
             return LOCAL_PRINCIPAL
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer":
-            return self.principals.authenticate(value.strip().encode("latin-1"))
+            return _known(request, self.principals.authenticate(value.strip().encode("latin-1")))
         cookie = request.cookies.get(COOKIE)
         session = self.sessions.check(cookie, self.principals) if cookie else None
         if session is None:
             return None
         if session.renewed is not None:
             request.state.renewed_session = session  # set on the answer by its route
-        return session.principal
+        return _known(request, session.principal)
 
     def sees(self, principal: Principal, line: AuditLine) -> bool:
         """Whether ``principal`` may see the turn of ``line``: its own turns only."""
@@ -181,7 +183,9 @@ class Console:
         form = await _form(request)
         if isinstance(form, Response):
             return form
-        principal = self.principals.authenticate(form.get("token", "").strip().encode())
+        principal = _known(
+            request, self.principals.authenticate(form.get("token", "").strip().encode())
+        )
         if principal is None:
             return self.page(request, "login.html", 401, error="That token is not valid.")
         response = RedirectResponse(f"{PREFIX}/turns", 303, headers=HEADERS)
@@ -231,7 +235,7 @@ class Console:
         def keep(line: AuditLine) -> bool:
             return self.sees(principal, line) and _matches(line, chosen)
 
-        lines, total = await self._read(
+        listing: Listing = await self._read(
             lambda source: source.newest(
                 keep if filtered else None,
                 limit=limit,
@@ -239,8 +243,9 @@ class Console:
                 principal=self._own(principal),
                 since=since(window),
             ),
-            ([], 0),
+            Listing([], 0),
         )
+        lines, total = listing.lines, listing.total
 
         def page_at(start: int) -> str:
             return urlencode({**chosen, "window": window, "limit": limit, "offset": start})
@@ -253,6 +258,7 @@ class Console:
             principal=principal,
             rows=[list_row(line) for line in lines],
             total=total,
+            unreadable=listing.unreadable,
             limit=limit,
             offset=offset,
             chosen=chosen,
@@ -272,13 +278,13 @@ class Console:
         line = await self._turn(request, request.path_params["turn_id"], principal)
         if isinstance(line, Response):
             return line
-        choices, _ = await self._read(
+        choices: Listing = await self._read(
             lambda source: source.newest(
                 lambda other: self.sees(principal, other) and other.turn_id != line.turn_id,
                 limit=COMPARE_CHOICES,
                 principal=self._own(principal),
             ),
-            ([], 0),
+            Listing([], 0),
         )
         return self.page(
             request,
@@ -286,7 +292,7 @@ class Console:
             principal=principal,
             line=line,
             view=turn_view(line),
-            choices=[list_row(choice) for choice in choices],
+            choices=[list_row(choice) for choice in choices.lines],
         )
 
     async def compare(self, request: Request) -> Response:
@@ -506,6 +512,13 @@ _OUTCOMES = [
     "timeout",
     "not_called",
 ]
+
+
+def _known(request: Request, principal: Principal | None) -> Principal | None:
+    """``principal``, in the request's scope when there is one (``--access-log`` names it)."""
+    if principal is not None:
+        request.scope[PRINCIPAL_KEY] = principal
+    return principal
 
 
 def _as_is(text: str) -> str:

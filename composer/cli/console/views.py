@@ -273,13 +273,19 @@ class ProviderStats:
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "fired": ("fired", "cached"),
-    "empty": ("empty", "guarded"),
+    "empty": ("empty",),
+    "guarded": ("guarded",),
     "skipped": ("over_max_tokens", "over_budget", "not_called", "disabled"),
     "failed": ("failed",),
     "timeout": ("timeout",),
 }
 """The providers page's columns: each outcome counts in one of them (cached also counts as a
-cache hit)."""
+cache hit). ``guarded`` (its ``when`` was false) is apart from ``empty`` (called, gave
+nothing): one is the manifest's choice, the other the provider's answer."""
+
+_UNTIMED = frozenset({"guarded", "not_called", "disabled"})
+"""Outcomes of a provider that was not called: their durations (a guard's check) are no
+call's, and stay out of the percentiles."""
 
 
 def provider_stats(lines: Iterable[AuditLine]) -> tuple[list[ProviderStats], int]:
@@ -301,6 +307,6 @@ def provider_stats(lines: Iterable[AuditLine]) -> tuple[list[ProviderStats], int
                 entry.counts["cache hits"] = entry.counts.get("cache hits", 0) + 1
             if provider.outcome in ("fired", "cached"):
                 entry.tokens += provider.tokens or 0
-            if provider.duration_ms is not None:
+            if provider.duration_ms is not None and provider.outcome not in _UNTIMED:
                 entry.durations.append(provider.duration_ms)
     return list(stats.values()), turns
