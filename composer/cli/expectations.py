@@ -7,7 +7,10 @@ a bound on the budget used. Each turn is a real one: the manifest is loaded and 
 gathered exactly as ``composer preview`` does, except that a provider given a recorded
 response in the file answers with it instead of doing its work (the network stays out of CI,
 and what the manifest does around it, ``when``, ``wrap``, caps and the budget, still
-applies). Variables come from the file only, so a test means the same on every machine.
+applies). Variables come from the file only (its ``variables:``, then each test's), so a test
+means the same on every machine; ``from_environment`` (``--from-environment``) also reads
+them where every other command does (the environment, ``COMPOSER_ENV_FILE``,
+``COMPOSER_SECRETS_DIR``), the file's still first. An unset variable's message says which.
 
 Like a manifest, a test file is read as located YAML: a mistake in it, and every expectation
 that fails, is reported as ``file:line:col``. Outcomes are named as the registry, the audit
@@ -19,6 +22,7 @@ false) are accepted until the next release, each with a located warning naming t
 from __future__ import annotations
 
 import operator
+import os
 import re
 import time
 import xml.etree.ElementTree as ElementTree
@@ -256,7 +260,10 @@ class TestFile(StrictModel):
     manifest: str = Field(".", description="The manifest file or folder, relative to this file.")
     variables: dict[str, str] = Field(
         default_factory=dict,
-        description="Values for ${VAR} in every test; no other source is read.",
+        description=(
+            "Values for ${VAR} in every test; no other source is read unless "
+            "`composer test --from-environment` (then these come first)."
+        ),
     )
     tests: list[TestCase] = Field(min_length=1, description="The expected turns.")
 
@@ -370,17 +377,44 @@ def _recorded(value: str | Recorded) -> Recorded:
     return Recorded(text=value) if isinstance(value, str) else value
 
 
-async def _run_case(tests: Tests, index: int) -> CaseResult:
+_UNSET = re.compile(r'environment variable "(?P<name>[^"]+)" is not set \(use (?P<default>.+)\)')
+"""The loader's message for a variable no source has (``composer.manifest.interpolation``)."""
+
+
+def _unset_explained(message: str, from_environment: bool) -> str:
+    """The loader's message for an unset variable, saying where ``composer test`` looked."""
+    found = _UNSET.fullmatch(message)
+    if found is None:
+        return message
+    name, default = found["name"], found["default"]
+    if from_environment:
+        return (
+            f'variable "{name}" is not set: not in the test file\'s variables:, the '
+            f"environment, COMPOSER_ENV_FILE nor COMPOSER_SECRETS_DIR (use {default})"
+        )
+    return (
+        f'variable "{name}" is not set: composer test reads ${{VAR}} only from the test '
+        "file's variables: (and each test's own), not the environment; set it there, or "
+        "pass --from-environment to read the environment too"
+    )
+
+
+async def _run_case(tests: Tests, index: int, from_environment: bool) -> CaseResult:
     case = tests.model.tests[index]
     result = CaseResult(case.name, case.env)
     at: tuple[str | int, ...] = ("tests", index)
     path = tests.folder / tests.model.manifest
+    given = {**tests.model.variables, **case.variables}
     try:
-        manifest = load_manifest(
-            path, env=case.env, variables={**tests.model.variables, **case.variables}
-        )
+        if from_environment:  # the settings' sources, the file's variables over them
+            manifest = load_manifest(path, env=case.env, environ={**os.environ, **given})
+        else:
+            manifest = load_manifest(path, env=case.env, variables=given)
     except ManifestError as e:
-        result.errors += [Failure(error.location, error.message) for error in e.errors]
+        result.errors += [
+            Failure(error.location, _unset_explained(error.message, from_environment))
+            for error in e.errors
+        ]
         return result
     except SettingsError as e:
         result.errors.append(Failure(tests.where(*at, "env"), str(e)))
@@ -496,19 +530,23 @@ def _item(tests: Tests, keys: tuple[str | int, ...], key: str, index: int) -> st
     return tests.where(*keys, key, index)
 
 
-async def _run_all(tests: Tests) -> list[CaseResult]:
+async def _run_all(tests: Tests, from_environment: bool) -> list[CaseResult]:
     results = []
     for index in range(len(tests.model.tests)):
         started = time.perf_counter()
-        result = await _run_case(tests, index)
+        result = await _run_case(tests, index, from_environment)
         result.seconds = time.perf_counter() - started
         results.append(result)
     return results
 
 
-def run_tests(tests: Tests) -> list[CaseResult]:
-    """Run every test of the file, one after another; each result says what did not hold."""
-    return run(_run_all(tests))
+def run_tests(tests: Tests, *, from_environment: bool = False) -> list[CaseResult]:
+    """Run every test of the file, one after another; each result says what did not hold.
+
+    ``${VAR}`` comes from the file's and each test's ``variables`` only, unless
+    ``from_environment``: then also from the environment, ``.env`` and secrets directory.
+    """
+    return run(_run_all(tests, from_environment))
 
 
 def junit_xml(display: str, results: list[CaseResult]) -> bytes:

@@ -1,19 +1,22 @@
 """What ``composer init`` writes: a team's first manifests, ready to validate, preview and test.
 
 The folder holds a base manifest with one provider of each local type (a fixed text, a
-runbook corpus, a SQLite team memory seeded from a JSONL file), a dev and a prod overlay, a
-small example corpus, the memory seed and a ``tests.yaml`` of expected turns. Everything runs
-offline as written: ``composer validate DIR --all-envs``, ``composer preview DIR --env dev``
-and ``composer test DIR/tests.yaml`` pass on a new machine. Nothing is overwritten: a file
-that exists already stops the scaffold before anything is written (``force`` replaces it).
+runbook corpus, a SQLite team memory seeded from a JSONL file) and an audit log
+(``turns.jsonl``, so ``composer serve --console`` shows turns from the first one), a dev and a
+prod overlay, a small example corpus, the memory seed and a ``tests.yaml`` of expected turns.
+Everything runs offline as written: ``composer validate DIR --all-envs``, ``composer preview
+DIR --env dev`` and ``composer test DIR/tests.yaml`` pass on a new machine. Nothing is
+overwritten and nothing outside the folder is written (``composer.cli.write_inside``): a file
+that exists already, or a symbolic link on the way, stops the scaffold before anything is
+written (``force`` replaces a file, or a link at a file's place, never what a link points to).
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from composer.errors import ComposerError
+from composer.cli.write_inside import write_inside
 
 __all__ = ["FILES", "scaffold"]
 
@@ -24,6 +27,10 @@ _BASE = """\
 # blocks are rendered in the order written here.
 version: 1
 budget: 1000
+# One JSON line per turn (each provider's outcome and tokens, the budget used; no text):
+# `composer audit list turns.jsonl`, `composer console turns.jsonl`, `composer serve --console`.
+runtime:
+  audit: {path: turns.jsonl}
 providers:
   - name: house-rules          # a fixed text, the same every turn
     type: static
@@ -135,6 +142,9 @@ _GITIGNORE = """\
 # The team memory database, made on first use from memory.jsonl.
 memory.sqlite
 memory.sqlite-*
+# The audit log of every turn run here, and its rotated files.
+turns.jsonl
+turns.jsonl.*
 """
 
 FILES: dict[str, str] = {
@@ -150,26 +160,19 @@ FILES: dict[str, str] = {
 """Every file the scaffold writes, by path relative to its folder (``{team}`` replaced)."""
 
 
-def scaffold(folder: Path, *, team: str = "the ops team", force: bool = False) -> list[Path]:
-    """Write the scaffold into ``folder`` (made if missing); the files written, in order.
+def scaffold(
+    folder: Path,
+    *,
+    team: str = "the ops team",
+    force: bool = False,
+    also: Mapping[str, str] | None = None,
+) -> list[Path]:
+    """Write the scaffold, then ``also`` (more files by relative path), into ``folder`` (made
+    if missing); the files written, in order.
 
-    A file that exists already stops it before anything is written, unless ``force``; that,
-    or a file it cannot write, is a ``ComposerError``.
+    A file that exists already stops it before anything is written, unless ``force``; so does
+    a symbolic link on the way to any of them, ``force`` or not. That, or a file it cannot
+    write, is a ``ComposerError``.
     """
-    targets = {folder / name: text.replace("{team}", team) for name, text in FILES.items()}
-    if not force:
-        there = [str(path) for path in targets if os.path.lexists(path)]
-        if there:
-            raise ComposerError(
-                f"{len(there)} of the files exist already ({', '.join(there[:3])}"
-                f"{', ...' if len(there) > 3 else ''}); use --force to replace them"
-            )
-    written: list[Path] = []
-    try:
-        for path, text in targets.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            written.append(path)
-    except OSError as e:
-        raise ComposerError(f"cannot write {e.filename}: {e.strerror or e}") from e
-    return written
+    files = {name: text.replace("{team}", team) for name, text in FILES.items()}
+    return write_inside(folder, {**files, **(also or {})}, replace=force)

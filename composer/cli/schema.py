@@ -22,6 +22,7 @@ __all__ = [
     "SCHEMA_FILES",
     "TESTS_ID",
     "manifest_schema",
+    "schema_texts",
     "tests_schema",
     "write_schemas",
 ]
@@ -71,18 +72,23 @@ def tests_schema() -> dict[str, Any]:
     return schema
 
 
-def write_schemas(folder: Path, types: ProviderTypes | None = None) -> list[Path]:
-    """Write every schema of ``SCHEMA_FILES`` into ``folder`` (made if missing); the paths."""
-    folder.mkdir(parents=True, exist_ok=True)
+def schema_texts(types: ProviderTypes | None = None) -> dict[str, str]:
+    """Every schema of ``SCHEMA_FILES`` as the JSON text written, by file name."""
     schemas = {
         "manifest.schema.json": manifest_schema(types),
         "manifest.overlay.schema.json": manifest_schema(types, overlay=True),
         "tests.schema.json": tests_schema(),
     }
+    return {name: json.dumps(schema, indent=2) + "\n" for name, schema in schemas.items()}
+
+
+def write_schemas(folder: Path, types: ProviderTypes | None = None) -> list[Path]:
+    """Write every schema of ``SCHEMA_FILES`` into ``folder`` (made if missing); the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, schema in schemas.items():
+    for name, text in schema_texts(types).items():
         path = folder / name
-        path.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
 

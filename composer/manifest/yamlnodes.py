@@ -48,6 +48,7 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.nodes import Node as YAMLNode
 
 from composer.errors import ManifestError
+from composer.manifest.indentation import diagnose
 from composer.manifest.source import SourceFloat, SourceInt
 
 _libyaml: Any
@@ -390,15 +391,23 @@ def _decode(data: bytes, display: str) -> str:
         ) from e
 
 
-def _syntax_message(e: yaml.MarkedYAMLError, text: str) -> tuple[Any, str]:
+def _syntax_message(e: yaml.MarkedYAMLError, text: str) -> tuple[int, int, str]:
+    """Line, column (1-based) and message of a syntax error: an indentation mistake placed
+    on the line to fix (``indentation.diagnose``), else the parser's words at its mark."""
     mark = e.problem_mark or e.context_mark
     problem = e.problem or e.context or "invalid YAML"
+    if mark is not None:
+        context = e.context_mark.line if e.context_mark is not None else None
+        found = diagnose(text, problem, mark.line, mark.column, context)
+        if found is not None:
+            return found.line, found.column, found.message
+    line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
     if mark is not None and 0 <= mark.index < len(text) and text[mark.index] == "\t":
-        return mark, "tab character; YAML indents with spaces only"
+        return line, column, "tab character; YAML indents with spaces only"
     message = f"YAML syntax error: {problem}"
     if e.context and e.problem:
         message += f" ({e.context})"
-    return mark, message
+    return line, column, message
 
 
 def _compose(text: str, display: str, file: Path) -> YAMLNode | None:
@@ -422,9 +431,7 @@ def _compose(text: str, display: str, file: Path) -> YAMLNode | None:
     except ManifestError:
         raise
     except yaml.MarkedYAMLError as e:
-        mark, message = _syntax_message(e, text)
-        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        raise ManifestError(display, line, column, message) from e
+        raise ManifestError(display, *_syntax_message(e, text)) from e
     except (yaml.YAMLError, ValueError, AttributeError, IndexError, TypeError, RecursionError) as e:
         raise ManifestError(display, 1, 1, f"unreadable YAML ({type(e).__name__})") from e
     finally:

@@ -265,6 +265,76 @@ def test_variables_come_from_the_file_only(
     assert main(["test", str(tests)]) == 0, capsys.readouterr().out
 
 
+def test_an_exported_variable_is_said_to_be_unread_and_the_flag_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the flag the message names where composer test takes variables from and the
+    flag that reads the environment; with it, the environment fills what the file leaves."""
+    monkeypatch.chdir(tmp_path)
+    shell = "from the shell " * 10  # values are masked in the text: told apart by tokens
+    monkeypatch.setenv("TEAM", shell)
+    monkeypatch.delenv("OWNER", raising=False)
+    put(
+        tmp_path / "ops" / "m.yaml",
+        'version: 1\nproviders:\n  - {name: r, type: static, text: "${TEAM} ${OWNER:-sre}"}\n',
+    )
+    put(
+        tmp_path / "ops" / "t.yaml",
+        f"""
+        manifest: m.yaml
+        tests:
+          - name: the shell's value
+            instruction: x
+            expect: {{providers: {{r: {{tokens: "== {count_tokens(shell + " sre")}"}}}}}}
+          - name: the test's own first
+            instruction: x
+            variables: {{TEAM: its-own}}
+            expect: {{providers: {{r: {{tokens: "== {count_tokens("its-own sre")}"}}}}}}
+        """,
+    )
+    assert main(["test", "ops/t.yaml"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == [
+        "ops/t.yaml: 2 tests",
+        "FAIL  the shell's value",
+        '      ops/m.yaml:3:35: variable "TEAM" is not set: composer test reads ${VAR} only '
+        "from the test file's variables: (and each test's own), not the environment; set it "
+        "there, or pass --from-environment to read the environment too",
+    ]
+    assert main(["test", "ops/t.yaml", "--from-environment"]) == 0
+    assert capsys.readouterr().out.endswith("\n2 passed\n")
+    monkeypatch.delenv("TEAM")
+    assert main(["test", "ops/t.yaml", "--from-environment"]) == 1
+    assert capsys.readouterr().out.splitlines()[2] == (
+        '      ops/m.yaml:3:35: variable "TEAM" is not set: not in the test file\'s variables:, '
+        "the environment, COMPOSER_ENV_FILE nor COMPOSER_SECRETS_DIR (use ${TEAM:-default} "
+        "for a default)"
+    )
+
+
+def test_failures_name_files_as_the_test_file_was_named(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given relatively, every path printed is relative, as every other command prints it."""
+    monkeypatch.chdir(folder.parent)
+    put(
+        folder / "typo.yaml",
+        """
+        tests:
+          - name: typo
+            env: dev
+            instruction: x
+            expect: {providers: {runbook: {fired: true}}}
+        """,
+    )
+    assert main(["test", "configs/typo.yaml"]) == 1
+    out = capsys.readouterr().out
+    assert str(folder) not in out
+    assert out.splitlines()[2] == (
+        '      configs/typo.yaml:5:26: no provider "runbook" in configs/dev.yaml'
+    )
+
+
 def test_an_unknown_provider_is_a_located_error(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

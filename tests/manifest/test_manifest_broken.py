@@ -36,7 +36,8 @@ CASES: list[tuple[str, dict[str, str | bytes], str]] = [
     (
         "tab-indent",
         {"m.yaml": "version: 1\nproviders:\n\t- name: a\n"},
-        r"m\.yaml:3:1: tab character",
+        r"m\.yaml:3:1: check the indentation of line 3: it is indented with a tab; YAML indents "
+        "with spaces only$",
     ),
     (
         "bad-mapping",
@@ -302,7 +303,7 @@ CASES: list[tuple[str, dict[str, str | bytes], str]] = [
     (
         "syntax-error-in-base",
         {"m.yaml": "extends: base.yaml\n", "base.yaml": "version: 1\n\tbudget: 3\n"},
-        r"base\.yaml:2:1: tab character",
+        r"base\.yaml:2:1: check the indentation of line 2: it is indented with a tab",
     ),
     (
         "error-in-overlay-entry",

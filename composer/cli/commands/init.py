@@ -14,10 +14,13 @@ if TYPE_CHECKING:
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
 
 DESCRIPTION = (
-    "Write base, dev and prod manifests, a small runbook corpus, a memory seed, a tests.yaml "
-    "of expected turns and the editor schemas into DIR (made if missing). As written, they "
-    "validate in every environment, preview offline and pass composer test. No file is "
-    "overwritten unless --force."
+    "Write base, dev and prod manifests (with an audit log, turns.jsonl, that composer serve "
+    "--console shows), a small runbook corpus, a memory seed, a tests.yaml of expected turns "
+    "and the editor schemas into DIR (made if missing). As written, they validate in every "
+    "environment, preview offline and pass composer test. No file is overwritten unless "
+    "--force, and nothing outside DIR is written: a folder in DIR that is a symbolic link is "
+    "refused before anything is written (--force or not), and --force replaces a link where "
+    "a file goes, never what it points to."
 )
 
 
@@ -28,7 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="the ops team",
         help="the team the house rules name",
     )
-    parser.add_argument("--force", action="store_true", help="replace files that exist")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files that exist (a symbolic link itself, never what it points to)",
+    )
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
@@ -36,13 +43,13 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
     from composer.catalog import ProviderTypes
     from composer.cli.scaffold import scaffold
-    from composer.cli.schema import write_schemas
+    from composer.cli.schema import schema_texts
     from composer.errors import ComposerError
 
     folder = Path(args.dir)
     try:
-        written = scaffold(folder, team=args.team, force=args.force)
-        written += write_schemas(folder, ProviderTypes.installed())
+        schemas = schema_texts(ProviderTypes.installed())
+        written = scaffold(folder, team=args.team, force=args.force, also=schemas)
     except ComposerError as e:
         output.error(f"composer init: {e}")
         return FAILURE

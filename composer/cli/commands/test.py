@@ -24,8 +24,9 @@ DESCRIPTION = (
     "what it expects: per provider an outcome, fired, skipped, failed or a bound on "
     "tokens; strings or patterns in the folded text; the budget used. A provider given "
     "a recorded response in the file answers with it instead of doing its work. "
-    "Variables come from the file only. Exit 0 when every expectation holds, 1 when "
-    "one does not or a turn cannot run."
+    "${VAR} comes from the file's variables: (then each test's) only, so a test means the "
+    "same on every machine, unless --from-environment. Exit 0 when every expectation "
+    "holds, 1 when one does not or a turn cannot run."
 )
 
 _TEXT_LINES = 20
@@ -35,6 +36,12 @@ _TEXT_LINES = 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("tests", metavar="TESTS", help="the test file (e.g. configs/tests.yaml)")
     parser.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    parser.add_argument(
+        "--from-environment",
+        action="store_true",
+        help="also read ${VAR} from the environment, COMPOSER_ENV_FILE and "
+        "COMPOSER_SECRETS_DIR, as other commands do (the test file's variables: first)",
+    )
     add_json(parser)
 
 
@@ -59,13 +66,13 @@ def run(args: argparse.Namespace, output: Output) -> int:
     output.print(f"{args.tests}: {count} test{'s' if count != 1 else ''}")
     given = list(tests.model.variables.values())
     with log_records_to(output, lambda text: redact(text, given)):
-        results = run_tests(tests)
+        results = run_tests(tests, from_environment=args.from_environment)
     for result in results:
         env = f" (env {result.env})" if result.env else ""
         output.print(f"{'ok  ' if result.passed else 'FAIL'}  {result.name}{env}")
         _warn(output, result.warnings)
         for failure in result.errors + result.failures:
-            output.print(f"      {failure.where}: {failure.message}")
+            output.print(output.relative(f"      {failure.where}: {failure.message}"))
         if any(f.message.startswith("text:") for f in result.failures) and result.text:
             output.print("      the folded text was:")
             for line in result.text.splitlines()[:_TEXT_LINES]:
