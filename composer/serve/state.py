@@ -27,11 +27,15 @@ is not found. Records are bounded as the process's counts are: each expires afte
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from composer.serve.branches import TurnCounter
+
+if TYPE_CHECKING:
+    from limits.aio.storage import Storage
 
 __all__ = [
     "NO_TURN",
@@ -129,6 +133,12 @@ class StateStore(Protocol):
         """Raise unless the store answers (readiness)."""
         ...
 
+    def rate_storage(self) -> Storage:
+        """Where the rate limits count (``composer.serve.rates``): a ``limits`` storage in
+        this store, for the running event loop, so that every process sharing the store
+        counts one limit."""
+        ...
+
     async def sweep(self) -> None:
         """Drop expired records and those over the bound."""
         ...
@@ -148,6 +158,7 @@ class ProcessState:
 
     def __init__(self, max_records: int) -> None:
         self.counter = TurnCounter(max_records)
+        self._rates: dict[asyncio.AbstractEventLoop, Storage] = {}
 
     def describe(self) -> str:
         return "in-process"
@@ -177,11 +188,21 @@ class ProcessState:
     async def check(self) -> None:
         return None
 
+    def rate_storage(self) -> Storage:
+        """The library's in-memory storage (its locks and expiry task belong to a loop)."""
+        loop = asyncio.get_running_loop()
+        storage = self._rates.get(loop)
+        if storage is None:
+            from limits.aio.storage import MemoryStorage
+
+            storage = self._rates[loop] = MemoryStorage()
+        return storage
+
     async def sweep(self) -> None:
         return None
 
     async def aclose(self) -> None:
-        return None
+        self._rates.pop(asyncio.get_running_loop(), None)
 
 
 class SharedState:
