@@ -11,6 +11,9 @@ turn (a writeback that states no branch), and its last composed text and report 
 branches' registries (``composer.serve.branches``): they hold no more than a cache of the
 manifest's shared state.
 
+The rate limits are counted in the same store (``rate_storage``, a ``limits`` storage), so
+that every process sharing it counts one limit (``composer.serve.rates``).
+
 The epoch. A count alone would repeat after its record is gone (dropped as idle, over the
 bound, or with the store): turn 1 of the new record would be taken for a retry of turn 1 of
 the old one, and its result not stored. So each record draws a random epoch when it is

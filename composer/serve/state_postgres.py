@@ -1,7 +1,8 @@
 """Branch state in PostgreSQL (``composer serve --state postgresql://...``), shared by replicas.
 
 One table, ``branches``, in its own schema (``--state-schema``, default ``composer_state``),
-created on first use under an advisory lock (replicas start together). A turn is counted in
+beside the rate limits' ``rate_windows`` (``composer.serve.rates_postgres``), created on first
+use under an advisory lock (replicas start together). A turn is counted in
 one statement (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``), so two replicas counting
 the same branch at once get two numbers; a record idle past its TTL counts as gone (a new
 epoch) before the sweep removes it. Times are the database's own clock, never a replica's.

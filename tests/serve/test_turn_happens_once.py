@@ -2,7 +2,7 @@
 
 ``composer serve --state`` over a real PostgreSQL or Redis reached through a relay the test
 cuts (the store going away), a real HTTP provider on 127.0.0.1 counting its calls, and the
-audit log the turns are written to: a store that dies while the providers run makes the
+audit log the turns are written to (and the console's turns list): a store that dies while the providers run makes the
 turn a ``503`` whose audit line is marked unanswered; a store that is down makes it a ``503``
 with no provider called and nothing audited; the client's retry, once the store is back, is
 the one served turn.
@@ -122,7 +122,7 @@ def test_a_store_dying_during_a_turn_leaves_one_served_turn_after_the_retry(
         user = f"{parts.username}@" if parts.username else ""
         url = parts._replace(netloc=f"{user}127.0.0.1:{relay.port}").geturl()
         path = manifest(tmp_path, provider)
-        server = start_serve([str(path), "--state", url, "--state-schema", word])
+        server = start_serve([str(path), "--state", url, "--state-schema", word, "--console"])
         audit = tmp_path / "turns.jsonl"
         try:
             with httpx.Client(base_url=server.url, timeout=STARTUP_S) as client:
@@ -152,6 +152,9 @@ def test_a_store_dying_during_a_turn_leaves_one_served_turn_after_the_retry(
                     retried = client.post("/v1/turns", json=TURN)
                 assert retried.status_code == 200, retried.text
                 assert "payments degraded" in retried.json()["guidance"]
+                audit_lines(audit, 2)
+                page = client.get("/console/turns").text  # the console's turns list
+                assert page.count(">unanswered</span>") == 1
         finally:
             assert server.stop() == 0
     lines = audit_lines(audit, 2)

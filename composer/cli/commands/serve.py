@@ -80,10 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=100.0,
         metavar="PER_SECOND",
         help="requests a second per client address (all of loopback, or an IPv6 /64, is "
-        "one) and per principal, and ten times that from all clients together: each at most "
-        "twice that (rounded) in any 2 s, by a sliding window (below 0.5: one request per "
-        "1/PER_SECOND s, rounded up); counted in --state when given, so every worker and "
-        "replica sharing it shares one limit, else in the process; 0: off",
+        "one) and per principal, and ten times that from all clients together: each admits "
+        "twice that (rounded) a 2-second sliding window (below 0.5: one a 1/PER_SECOND-second "
+        "window, rounded up); counted in --state when given, so every worker and replica "
+        "sharing it shares one limit, else in the process; 0: off",
     )
     parser.add_argument(
         "--max-branches", type=int, default=1000, help="branches kept, least recently used go"
