@@ -158,29 +158,19 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
     loopback = is_loopback(options.host)
     middleware.append(Middleware(RequestGuard, loopback=loopback, open_paths=OPEN_PATHS))
     limited = options.rate > 0
-    storage = service.state.rate_storage
+
+    def rate_limit(name: str, **how: Any) -> Middleware:
+        """One of the three limits, counted in the service's state store."""
+        how = {"rate": options.rate, "burst": options.burst, **how}
+        how |= {"storage": service.state.rate_storage, "failed": service.state_failed}
+        return Middleware(RateLimit, name=name, exempt=OPEN_PATHS, **how)
+
     if limited:
         ceiling = options.ceiling or options.rate * 10
-        middleware += [
-            Middleware(
-                RateLimit,
-                storage=storage,
-                rate=ceiling,
-                burst=max(options.burst, int(ceiling * 2)),
-                name="all",
-                exempt=OPEN_PATHS,
-                key=_everyone,
-                who="all clients together",
-            ),
-            Middleware(
-                RateLimit,
-                storage=storage,
-                rate=options.rate,
-                burst=options.burst,
-                name="client",
-                exempt=OPEN_PATHS,
-            ),
-        ]
+        burst = max(options.burst, int(ceiling * 2))
+        who = "all clients together"
+        middleware.append(rate_limit("all", rate=ceiling, burst=burst, key=_everyone, who=who))
+        middleware.append(rate_limit("client"))
     principals = options.principals
     if principals is None and options.token is not None:
         principals = Principals.single(options.token)
@@ -194,18 +184,7 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
             )
         )
         if limited:
-            middleware.append(
-                Middleware(
-                    RateLimit,
-                    storage=storage,
-                    rate=options.rate,
-                    burst=options.burst,
-                    name="principal",
-                    exempt=OPEN_PATHS,
-                    key=_principal_key,
-                    who="this principal",
-                )
-            )
+            middleware.append(rate_limit("principal", key=_principal_key, who="this principal"))
     middleware.append(Middleware(JsonBodies, body_paths=_BODIES))
     return Starlette(
         routes=routes,

@@ -65,7 +65,8 @@ class RateLimit:
     """ASGI middleware: at most ``rate`` requests a second per ``key(scope)`` (by default
     the client, ``client_group``), in bursts of up to ``burst``, counted in ``storage()``;
     paths in ``exempt`` (health probes) are never limited. ``name`` keeps each limit's keys
-    apart; ``who`` words the refusal ("this client")."""
+    apart; ``who`` words the refusal ("this client"); ``failed`` hears of a store that did not
+    answer (readiness)."""
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class RateLimit:
         exempt: Collection[str] = (),
         key: Callable[[Scope], str] = client_group,
         who: str = "this client",
+        failed: Callable[[Exception], None] | None = None,
     ) -> None:
         self.app = app
         self.rate = rate
@@ -86,6 +88,7 @@ class RateLimit:
         self._exempt = frozenset(exempt)
         self._key = key
         self._who = who
+        self._failed = failed
         self._retry_after = str(max(1, math.ceil(self.item.get_expiry() / self.item.amount)))
         self._warned = -_WARN_EVERY_S
 
@@ -103,6 +106,8 @@ class RateLimit:
             admitted = await limiter.hit(self.item, key)
         except Exception as e:
             self._warn(e)
+            if self._failed is not None:
+                self._failed(e)
             refusal = error_response(
                 503, "state_unavailable", "the rate limit store did not answer; try again"
             )

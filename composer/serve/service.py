@@ -318,11 +318,15 @@ class ContextService:
         except ServeError:
             raise
         except Exception as e:
-            self.state_error = _failure(e)
+            self.state_failed(e)
             logger.warning("the branch state store failed: %s", self.state_error)
             raise RequestRefused(
                 503, "state_unavailable", "the branch state store did not answer; try again"
             ) from None
+
+    def state_failed(self, error: Exception) -> None:
+        """Note that the state store failed a request (readiness says so until it answers)."""
+        self.state_error = _failure(error)
 
     def manifest_document(self) -> dict[str, Any]:
         """The effective manifest; ``Secret`` values serialise as ``***`` by themselves."""

@@ -17,7 +17,7 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ import httpx
 import psycopg
 import pytest
 from memory.services import postgres_schema, redis_prefix_of
-from memory.stores_fixtures import postgres_dsn, redis_url
 from psycopg import sql
 from starlette.types import Message
 
@@ -33,8 +32,9 @@ from composer.serve.rates import MAX_KEY, RateLimit, rate_window
 from composer.serve.state import ProcessState
 from composer.serve.state_postgres import PostgresState
 from serve.conftest import Server, start_serve
+from serve.stores import postgres_dsn, redis_url, shared_store
 
-__all__ = ["postgres_dsn", "redis_url"]  # the stores' fixtures
+__all__ = ["postgres_dsn", "redis_url", "shared_store"]  # the stores' fixtures
 
 TOKENS = {"a": "token-of-team-a-0123456789", "b": "token-of-team-b-0123456789"}
 MANIFEST = """\
@@ -102,23 +102,10 @@ def turns_through(urls: Sequence[str], team: str) -> int:
     return statuses[200]
 
 
-@pytest.fixture(params=["redis", "postgres"])
-def store(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
-    """A real store's URL and a key word (Redis) or schema (PostgreSQL) of this test's."""
-    if request.param == "redis":
-        url = request.getfixturevalue("redis_url")
-        with redis_prefix_of(url) as word:
-            yield url, word
-    else:
-        dsn = request.getfixturevalue("postgres_dsn")
-        with postgres_schema(dsn) as schema:
-            yield dsn, schema
-
-
 def test_two_workers_admit_a_principal_no_more_turns_than_one_worker(
-    tmp_path: Path, store: tuple[str, str]
+    tmp_path: Path, shared_store: tuple[str, str]
 ) -> None:
-    url, word = store
+    url, word = shared_store
     one = serve(tmp_path, url, word)
     try:
         through_one = turns_through([one.url], "a")

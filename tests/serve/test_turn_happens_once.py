@@ -22,14 +22,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from localserver import serving
-from memory.services import postgres_schema, redis_prefix_of
-from memory.stores_fixtures import postgres_dsn, redis_url
 
 from composer.cli.main import main
 from serve.conftest import STARTUP_S, start_serve
 from serve.relay import relaying
+from serve.stores import postgres_dsn, redis_url, shared_store
 
-__all__ = ["postgres_dsn", "redis_url"]  # the stores' fixtures
+__all__ = ["postgres_dsn", "redis_url", "shared_store"]  # the stores' fixtures
 
 TURN = {
     "branch": {"id": "inc-1", "name": "ops"},
@@ -98,23 +97,10 @@ def audit_lines(path: Path, count: int) -> list[dict[str, Any]]:
         time.sleep(0.02)
 
 
-@pytest.fixture(params=["redis", "postgres"])
-def store(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
-    """The real store's URL and a schema (PostgreSQL) or key word (Redis) of this test's."""
-    if request.param == "redis":
-        url = request.getfixturevalue("redis_url")
-        with redis_prefix_of(url) as word:
-            yield url, word
-    else:
-        dsn = request.getfixturevalue("postgres_dsn")
-        with postgres_schema(dsn) as schema:
-            yield dsn, schema
-
-
 def test_a_store_dying_during_a_turn_leaves_one_served_turn_after_the_retry(
-    tmp_path: Path, provider: str, store: tuple[str, str], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, provider: str, shared_store: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    real, word = store
+    real, word = shared_store
     parts = urlsplit(real)
     assert parts.hostname is not None
     assert parts.port is not None
