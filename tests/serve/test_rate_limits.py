@@ -200,7 +200,8 @@ async def test_a_key_longer_than_the_bound_is_kept_by_its_digest() -> None:
 async def test_the_postgresql_storage_shifts_its_window_by_the_databases_clock(
     postgres_dsn: str,
 ) -> None:
-    """The count of a window that ended weighs on the next by the share still covered."""
+    """The count of a window that ended weighs on the next by the share still covered; two
+    windows without a hit start afresh, and the sweep deletes the keys idle that long."""
     with postgres_schema(postgres_dsn) as schema:
         state = PostgresState(postgres_dsn, schema=schema)
         try:
@@ -226,7 +227,11 @@ async def test_the_postgresql_storage_shifts_its_window_by_the_databases_clock(
             assert await storage.acquire_sliding_window_entry("k", 3, 10)
             previous, _, current, _ = await storage.get_sliding_window("k", 10)
             assert (previous, current) == (0, 1)  # afresh
-            await state.sweep()
+            assert await storage.acquire_sliding_window_entry("idle", 3, 10)
+            with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # idle two windows
+                update = "UPDATE {} SET expires = expires - 21 WHERE key = 'idle'"
+                conn.execute(sql.SQL(update).format(table))
+            await state.sweep()  # the idle key's row is deleted, the other kept
             assert await storage.reset() == 1
         finally:
             await state.aclose()
