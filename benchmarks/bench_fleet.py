@@ -11,6 +11,9 @@ Each configuration is ``composer serve configs --env dev`` as its own process on
 * one worker with ``--state`` in PostgreSQL, and in Redis: what the shared state costs a turn
   (one counting statement before the turn, one write of its context after);
 * 2 and 4 workers with ``--state`` in PostgreSQL: what more processes buy on this machine.
+* the in-process, PostgreSQL and Redis single workers again with the rate limits on (at
+  ``--rate-limit 100000``, which admits every turn): what counting them costs a turn (three
+  round trips to a shared store: the ceiling, the client, the principal).
 
 Reported for each: turns a second, the ratio to the baseline, p50 and p99 latency, and the
 CPU the server's processes used per turn (the database's own CPU is not counted: it runs
@@ -45,6 +48,7 @@ POSTGRES = os.environ.get(
     "COMPOSER_BENCH_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
 )
 REDIS = os.environ.get("COMPOSER_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+LIMITED = ["--rate-limit", "100000"]  # on, admitting every turn: only their cost shows
 
 
 def processes(pid: int) -> list[int]:
@@ -117,6 +121,9 @@ def main() -> None:
         "1 worker, Redis state": ["--state", REDIS, "--state-schema", word],
         "2 workers, PostgreSQL state": [*postgres, "--workers", "2"],
         "4 workers, PostgreSQL state": [*postgres, "--workers", "4"],
+        "1 worker, in-process, limits": [*LIMITED],
+        "1 worker, PostgreSQL, limits": [*postgres, *LIMITED],
+        "1 worker, Redis, limits": ["--state", REDIS, "--state-schema", word, *LIMITED],
     }
     results: dict[str, dict[str, float]] = {}
     try:
@@ -139,6 +146,12 @@ def main() -> None:
         wall = (1 / shared["rate"] - 1 / base["rate"]) * 1000
         cpu = (shared["cpu"] - base["cpu"]) * 1000
         print(f"{store} state per turn: {wall:+.2f} ms of wall time, {cpu:+.2f} ms of server CPU")
+    for store, unlimited in (("in-process", base), ("PostgreSQL", None), ("Redis", None)):
+        plain = unlimited or results[f"1 worker, {store} state"]
+        limited = results[f"1 worker, {store}, limits"]
+        wall = (1 / limited["rate"] - 1 / plain["rate"]) * 1000
+        cpu = (limited["cpu"] - plain["cpu"]) * 1000
+        print(f"rate limits in {store}, per turn: {wall:+.2f} ms of wall time, {cpu:+.2f} ms CPU")
     print(f"cores: {os.cpu_count()}; the client, the workers and the databases share them")
 
 

@@ -76,7 +76,9 @@ def first_words(line: AuditLine, words: int = 8) -> str:
 
 def list_line(line: AuditLine, words: int = 8) -> str:
     """One turn on one line: time, turn id, branch, principal, the instruction's first words
-    (when the log kept it), tokens of budget, and a strip of its providers' outcomes."""
+    (when the log kept it), tokens of budget, a strip of its providers' outcomes, and
+    ``unanswered`` when its client was not answered (a server's state store failed after the
+    providers ran: the client's retry is the served turn)."""
     said = first_words(line, words)
     if line.instruction is not None and line.instruction.text is not None:
         said = f'"{said}"'
@@ -84,9 +86,10 @@ def list_line(line: AuditLine, words: int = 8) -> str:
     budget = "-" if line.budget is None else str(line.budget)
     branch = branch_label(line.branch)
     principal = line.branch.principal or "-"
+    unanswered = "" if line.answered else "  unanswered"
     return (
         f"{line.time[:19]}  {line.turn_id or '-'}  {branch}  {principal}  "
-        f"{line.tokens_used}/{budget}  [{strip}]  {said}"
+        f"{line.tokens_used}/{budget}  [{strip}]{unanswered}  {said}"
     )
 
 

@@ -28,6 +28,7 @@ from composer.observe.audit import (
     open_audit_log,
     release_audit_log,
 )
+from composer.observe.held import hold
 from composer.observe.record import AuditManifest, LineContext, ProviderInfo, snapshot
 from composer.registry import BranchLike, InstructionLike, ProviderReport
 
@@ -111,7 +112,9 @@ class TurnObserver:
 
     def _audit(self, started: float, report: ProviderReport, branch: Any, instruction: Any) -> None:
         assert self.audit is not None
-        self.audit.put(snapshot(started, report, branch, instruction, self.lines))
+        line = snapshot(started, report, branch, instruction, self.lines)
+        if not hold(self.audit, line):  # a server holds it until it has answered
+            self.audit.put(line)
 
     def _start_span(self, started: float) -> Any:
         if self.tracer is None:

@@ -124,6 +124,10 @@ class AuditLine(_Line):
     budget: int | None
     tokens_used: int
     providers: list[AuditProvider]
+    answered: bool = True
+    """False when the providers ran but the client was not answered (a server's state store
+    failed after them: the client got ``503`` and retries); written only then, so a line
+    without it, older ones included, is a served turn."""
 
     def provider(self, name: str) -> AuditProvider | None:
         return next((p for p in self.providers if p.name == name), None)
@@ -244,6 +248,7 @@ class Snapshot(NamedTuple):
     guidance: str | None
     context: LineContext
     principal: str | None
+    answered: bool = True
 
 
 def snapshot(
@@ -320,6 +325,7 @@ def json_line(turn: Snapshot) -> bytes:
             "guidance": None if turn.guidance is None else mask(turn.guidance),  # kept, rendered
             "budget": turn.budget,
             "tokens_used": turn.tokens_used,
+            **_UNANSWERED[turn.answered],  # only when False: a served turn's line is as before
         }
     )
     texts = iter(turn.blocks)
@@ -345,6 +351,7 @@ def _text(text: Any, keep: bool, mask: Callable[[str], str]) -> dict[str, Any]:
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+_UNANSWERED: dict[bool, dict[str, bool]] = {True: {}, False: {"answered": False}}
 
 MAX_LINE_BYTES = 128 * 1024 * 1024
 """The longest line a reader reads (and a writer writes: a longer one is counted failed):

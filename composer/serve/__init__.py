@@ -1,8 +1,10 @@
 """Serve composed context to any agent: ``composer serve`` (the ``serve`` extra).
 
 * ``service``: one manifest, branches by id (``branches``), turns, writebacks;
-* ``http``: the HTTP context server (Starlette on uvicorn), with ``auth``, ``limits``,
-  ``responses``, its body ``models`` and its ``openapi`` document;
+* ``http``: the HTTP context server (Starlette on uvicorn), with ``auth``, ``guard``,
+  ``limits`` (bodies, clients), ``rates`` (the rate limits, in the state store, PostgreSQL's
+  storage in ``rates_postgres``), ``responses``, its body ``models`` and its ``openapi``
+  document;
 * ``mcp_server``: the same turn as an MCP server, over stdio or streamable HTTP;
 * ``options``: ``ServeOptions``, how both servers guard themselves;
 * ``runner``: listening (loopback unless there is a token) and graceful shutdown;

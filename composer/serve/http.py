@@ -4,12 +4,14 @@ Routes: ``POST /v1/turns``, ``POST /v1/branches/{id}/writeback``, ``GET /v1/mani
 ``GET /healthz``, ``GET /readyz``, ``GET /openapi.json``, and the MCP server over streamable
 HTTP at ``/mcp``. Every answer is JSON, errors too (``422`` bad body, ``401`` no token,
 ``403`` a bound metadata key stated otherwise, ``409`` a writeback for a branch the server does
-not know, ``404``, ``405``, ``413`` too large, ``429`` too many, ``500`` without a traceback).
+not know, ``404``, ``405``, ``413`` too large, ``415`` not JSON, ``429`` too many, ``503`` the
+state store down, ``500`` without a traceback).
 Middleware, outermost first: the access log (when asked), the request guard (no foreign Host
-on loopback, no foreign Origin, JSON bodies only), the rate limits for all clients and per
-client, the bearer token, which names the request's principal, and the rate limit per
-principal (health, readiness and the OpenAPI document are open: they say nothing of the
-manifest). The lifespan starts the MCP session manager, the providers' warm-up and the sweep
+on loopback, no foreign Origin), the rate limits for all clients and per client, the bearer
+token, which names the request's principal, the rate limit per principal, then JSON bodies
+only (after the token: a wrong token is a ``401`` whatever its body's type). The rate limits
+count in the service's state store (``composer.serve.rates``). Health, readiness and the
+OpenAPI document are open: they say nothing of the manifest. The lifespan starts the MCP session manager, the providers' warm-up and the sweep
 of idle branches, and on shutdown closes every branch's registry and the manifest's shared
 state.
 """
@@ -35,8 +37,8 @@ from starlette.types import Scope
 from composer.errors import RequestRefused
 from composer.serve.access import AccessLog
 from composer.serve.auth import BearerAuth, is_loopback, principal_of
-from composer.serve.guard import RequestGuard
-from composer.serve.limits import RateLimit, read_body
+from composer.serve.guard import JsonBodies, RequestGuard
+from composer.serve.limits import read_body
 from composer.serve.models import (
     BRANCH_ID_PATTERN,
     MAX_ACTION_RESPONSES,
@@ -46,6 +48,7 @@ from composer.serve.models import (
 from composer.serve.openapi import openapi_document
 from composer.serve.options import CONSOLE_PREFIX, ServeOptions
 from composer.serve.principals import Principals
+from composer.serve.rates import RateLimit
 from composer.serve.responses import JsonResponse, error_response
 from composer.serve.service import ContextService
 
@@ -153,23 +156,21 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
     if options.access_log:
         middleware.append(Middleware(AccessLog))
     loopback = is_loopback(options.host)
-    middleware.append(
-        Middleware(RequestGuard, loopback=loopback, open_paths=OPEN_PATHS, body_paths=_BODIES)
-    )
+    middleware.append(Middleware(RequestGuard, loopback=loopback, open_paths=OPEN_PATHS))
     limited = options.rate > 0
+
+    def rate_limit(name: str, **how: Any) -> Middleware:
+        """One of the three limits, counted in the service's state store."""
+        how = {"rate": options.rate, "burst": options.burst, **how}
+        how |= {"storage": service.state.rate_storage, "failed": service.state_failed}
+        return Middleware(RateLimit, name=name, exempt=OPEN_PATHS, **how)
+
     if limited:
         ceiling = options.ceiling or options.rate * 10
-        middleware += [
-            Middleware(
-                RateLimit,
-                rate=ceiling,
-                burst=max(options.burst, int(ceiling * 2)),
-                exempt=OPEN_PATHS,
-                key=_everyone,
-                who="all clients together",
-            ),
-            Middleware(RateLimit, rate=options.rate, burst=options.burst, exempt=OPEN_PATHS),
-        ]
+        burst = max(options.burst, int(ceiling * 2))
+        who = "all clients together"
+        middleware.append(rate_limit("all", rate=ceiling, burst=burst, key=_everyone, who=who))
+        middleware.append(rate_limit("client"))
     principals = options.principals
     if principals is None and options.token is not None:
         principals = Principals.single(options.token)
@@ -183,16 +184,8 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
             )
         )
         if limited:
-            middleware.append(
-                Middleware(
-                    RateLimit,
-                    rate=options.rate,
-                    burst=options.burst,
-                    exempt=OPEN_PATHS,
-                    key=_principal_key,
-                    who="this principal",
-                )
-            )
+            middleware.append(rate_limit("principal", key=_principal_key, who="this principal"))
+    middleware.append(Middleware(JsonBodies, body_paths=_BODIES))
     return Starlette(
         routes=routes,
         middleware=middleware,

@@ -1,29 +1,21 @@
-"""Request limits: the size of a body, and how often one caller may call.
+"""Request limits: the size of a body, and who counts as one client.
 
 Bodies are read with a bound (a declared ``Content-Length`` over it is refused before reading,
-a chunked body as soon as it passes it), answered ``413``. Rates are token buckets, answered
-``429`` with ``Retry-After``; the buckets kept are bounded too. A server keeps three: one for
-all requests together (a ceiling), one per client (``client_group``: an IPv6 /64 and all of
-loopback count as one client, so rotating addresses evades nothing) and one per principal
-(after authentication: a token shared by many addresses is still one caller).
+a chunked body as soon as it passes it), answered ``413``. A client, for the rate limits
+(``composer.serve.rates``) and the connection caps, is an address, except that an IPv6 /64
+and all of loopback count as one (``client_group``), so rotating addresses evades nothing.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import math
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Collection
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
 from composer.serve.responses import JsonResponse, error_response
 
-__all__ = ["RateLimit", "address_group", "client_group", "read_body"]
-
-_MAX_CLIENTS = 10_000
+__all__ = ["address_group", "client_group", "read_body"]
 
 
 async def read_body(request: Request, limit: int) -> bytes | JsonResponse:
@@ -67,62 +59,3 @@ def address_group(host: str, *, loopback_as_one: bool) -> str:
     if isinstance(address, ipaddress.IPv6Address):
         return str(ipaddress.IPv6Network(f"{address}/64", strict=False))
     return str(address)
-
-
-class RateLimit:
-    """ASGI middleware: at most ``rate`` requests a second per ``key(scope)`` (by default
-    the client, ``client_group``), in bursts of up to ``burst``; paths in ``exempt`` (health
-    probes) are never limited. ``who`` words the refusal ("this client")."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        rate: float,
-        burst: int,
-        exempt: Collection[str] = (),
-        key: Callable[[Scope], str] = client_group,
-        who: str = "this client",
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if rate <= 0 or burst < 1:
-            raise ValueError("rate must be positive and burst at least 1")
-        self.app = app
-        self.rate = rate
-        self.burst = burst
-        self._exempt = frozenset(exempt)
-        self._key = key
-        self._who = who
-        self._clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, time
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self._exempt:
-            await self.app(scope, receive, send)
-            return
-        wait = self._take(self._key(scope))
-        if wait <= 0:
-            await self.app(scope, receive, send)
-            return
-        refusal = error_response(
-            429,
-            "rate_limited",
-            f"more than {self.rate:g} requests a second from {self._who}",
-            headers={"Retry-After": str(max(1, math.ceil(wait)))},
-        )
-        await refusal(scope, receive, send)
-
-    def _take(self, key: str) -> float:
-        """Take one token from ``key``'s bucket: 0 when there was one, else seconds to wait."""
-        now = self._clock()
-        tokens, then = self._buckets.pop(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - then) * self.rate)
-        wait = 0.0
-        if tokens >= 1:
-            tokens -= 1
-        else:
-            wait = (1 - tokens) / self.rate
-        self._buckets[key] = (tokens, now)
-        while len(self._buckets) > _MAX_CLIENTS:
-            self._buckets.popitem(last=False)  # the least recently seen client starts afresh
-        return wait

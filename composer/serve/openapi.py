@@ -37,6 +37,7 @@ _ERRORS = {
     "413": "The body is larger than the server's limit.",
     "422": "The body is not JSON, or not this shape.",
     "429": "Too many requests from this client; see Retry-After.",
+    "503": "The state store (branch state, rate limits) did not answer: nothing was done; retry.",
 }
 
 
@@ -76,7 +77,7 @@ def openapi_document() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": json_body(ref(TurnResponse), "The turn."),
-                    **errors("401", "403", "413", "415", "421", "422", "429"),
+                    **errors("401", "403", "413", "415", "421", "422", "429", "503"),
                 },
             }
         },
@@ -114,7 +115,7 @@ def openapi_document() -> dict[str, Any]:
                 "security": secured,
                 "responses": {
                     "200": json_body(ref(ManifestOut), "The manifest."),
-                    **errors("401", "403", "421", "429"),
+                    **errors("401", "403", "421", "429", "503"),
                 },
             }
         },

@@ -16,6 +16,13 @@ later turn is stored again. By default the counts are the process's own (a count
 branch's eviction); with a shared store (PostgreSQL, Redis) every replica counts in it, keeps
 each branch's last name, metadata and composed text there, and so can serve any turn or
 writeback of any branch with the same result.
+
+A turn happens or it does not. It is counted in the store before any provider runs, so a
+store that is down answers ``503 state_unavailable`` with no provider called and nothing
+audited. A store that fails after the providers ran (keeping the composed text) answers
+``503`` too, and the turn's audit line is marked ``answered: false`` (``holding_audit``): the
+client retries, and its retry is the one served turn of the audit trail (the providers run
+again for it).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any, TypeVar, cast
 from composer.build import attach, build_registry
 from composer.errors import RequestRefused, ServeError
 from composer.manifest import Manifest
+from composer.observe.held import holding_audit
 from composer.principal import Principal, current_principal
 from composer.serve.branches import BranchEntry, BranchStore
 from composer.serve.models import (
@@ -195,27 +203,36 @@ class ContextService:
             branch.name = request.branch.name
             branch.metadata = metadata
             branch.system = request.system
+            # the turn is claimed before any provider runs: a store that is down is a 503
+            # with nothing called and nothing audited
             slot = await self._stated(
                 self.state.begin(principal.name, branch.id, branch.name, metadata)
             )
             cast(_ServedBranch, branch).turn_key = f"{principal.name}:{slot.key}"
-            scope = current_principal.set(principal)
-            try:
-                turn = await prepare_turn(branch, instruction)
-            finally:
-                current_principal.reset(scope)
-                branch.messages.clear()  # no history is kept: the agent has its own
-            entry.last_guidance = turn.guidance
-            report = ReportOut.of(turn.report) if turn.report is not None else None
-            response = TurnResponse(
-                branch_id=branch.id, guidance=turn.guidance, report=report, context=turn.context
-            )
-            answer = self.masked(response.model_dump(mode="json"))
-            if self.state.shared:
-                summary = report_summary(answer["report"])
-                await self._stated(
-                    self.state.finish(principal.name, branch.id, slot, answer["guidance"], summary)
+            with holding_audit() as held:  # its line says whether the client got the answer
+                scope = current_principal.set(principal)
+                try:
+                    turn = await prepare_turn(branch, instruction)
+                finally:
+                    current_principal.reset(scope)
+                    branch.messages.clear()  # no history is kept: the agent has its own
+                entry.last_guidance = turn.guidance
+                report = ReportOut.of(turn.report) if turn.report is not None else None
+                response = TurnResponse(
+                    branch_id=branch.id,
+                    guidance=turn.guidance,
+                    report=report,
+                    context=turn.context,
                 )
+                answer = self.masked(response.model_dump(mode="json"))
+                if self.state.shared:
+                    summary = report_summary(answer["report"])
+                    await self._stated(
+                        self.state.finish(
+                            principal.name, branch.id, slot, answer["guidance"], summary
+                        )
+                    )
+                held.answered = True
         return answer
 
     async def writeback(
@@ -301,11 +318,15 @@ class ContextService:
         except ServeError:
             raise
         except Exception as e:
-            self.state_error = _failure(e)
+            self.state_failed(e)
             logger.warning("the branch state store failed: %s", self.state_error)
             raise RequestRefused(
                 503, "state_unavailable", "the branch state store did not answer; try again"
             ) from None
+
+    def state_failed(self, error: Exception) -> None:
+        """Note that the state store failed a request (readiness says so until it answers)."""
+        self.state_error = _failure(error)
 
     def manifest_document(self) -> dict[str, Any]:
         """The effective manifest; ``Secret`` values serialise as ``***`` by themselves."""

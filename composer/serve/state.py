@@ -11,6 +11,9 @@ turn (a writeback that states no branch), and its last composed text and report 
 branches' registries (``composer.serve.branches``): they hold no more than a cache of the
 manifest's shared state.
 
+The rate limits are counted in the same store (``rate_storage``, a ``limits`` storage), so
+that every process sharing it counts one limit (``composer.serve.rates``).
+
 The epoch. A count alone would repeat after its record is gone (dropped as idle, over the
 bound, or with the store): turn 1 of the new record would be taken for a retry of turn 1 of
 the old one, and its result not stored. So each record draws a random epoch when it is
@@ -27,11 +30,15 @@ is not found. Records are bounded as the process's counts are: each expires afte
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from composer.serve.branches import TurnCounter
+
+if TYPE_CHECKING:
+    from limits.aio.storage import Storage
 
 __all__ = [
     "NO_TURN",
@@ -129,6 +136,12 @@ class StateStore(Protocol):
         """Raise unless the store answers (readiness)."""
         ...
 
+    def rate_storage(self) -> Storage:
+        """Where the rate limits count (``composer.serve.rates``): a ``limits`` storage in
+        this store, for the running event loop, so that every process sharing the store
+        counts one limit."""
+        ...
+
     async def sweep(self) -> None:
         """Drop expired records and those over the bound."""
         ...
@@ -148,6 +161,7 @@ class ProcessState:
 
     def __init__(self, max_records: int) -> None:
         self.counter = TurnCounter(max_records)
+        self._rates: dict[asyncio.AbstractEventLoop, Storage] = {}
 
     def describe(self) -> str:
         return "in-process"
@@ -177,11 +191,21 @@ class ProcessState:
     async def check(self) -> None:
         return None
 
+    def rate_storage(self) -> Storage:
+        """The library's in-memory storage (its locks and expiry task belong to a loop)."""
+        loop = asyncio.get_running_loop()
+        storage = self._rates.get(loop)
+        if storage is None:
+            from limits.aio.storage import MemoryStorage
+
+            storage = self._rates[loop] = MemoryStorage()
+        return storage
+
     async def sweep(self) -> None:
         return None
 
     async def aclose(self) -> None:
-        return None
+        self._rates.pop(asyncio.get_running_loop(), None)
 
 
 class SharedState:

@@ -1,7 +1,8 @@
 """Branch state in PostgreSQL (``composer serve --state postgresql://...``), shared by replicas.
 
 One table, ``branches``, in its own schema (``--state-schema``, default ``composer_state``),
-created on first use under an advisory lock (replicas start together). A turn is counted in
+beside the rate limits' ``rate_windows`` (``composer.serve.rates_postgres``), created on first
+use under an advisory lock (replicas start together). A turn is counted in
 one statement (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``), so two replicas counting
 the same branch at once get two numbers; a record idle past its TTL counts as gone (a new
 epoch) before the sweep removes it. Times are the database's own clock, never a replica's.
@@ -19,6 +20,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from composer.errors import ServeError
+from composer.serve.rates_postgres import CREATE_RATES, EXPIRE_RATES, PostgresRateStorage
 from composer.serve.state import BranchRecord, SharedState, TurnSlot, cut, mask_url
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ _CREATE = (
         PRIMARY KEY (principal, branch_id)
     )""",
     "CREATE INDEX IF NOT EXISTS branches_updated ON {s}.branches (updated_at)",
+    CREATE_RATES,
 )
 
 _BEGIN = f"""
@@ -106,6 +109,7 @@ class PostgresState(SharedState):
         self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
         self._created = False
         self._composed: dict[str, Any] = {}
+        self._rates = PostgresRateStorage(self._one)
 
     def __repr__(self) -> str:
         return f"PostgresState({self.describe()!r})"
@@ -172,10 +176,14 @@ class PostgresState(SharedState):
     async def check(self) -> None:
         await self._one("SELECT 1 FROM {s}.branches LIMIT 1", {})
 
+    def rate_storage(self) -> PostgresRateStorage:
+        return self._rates
+
     async def sweep(self) -> None:
         pool = await self._pool()
         async with pool.connection() as conn:
             await conn.execute(self._sql(_EXPIRE), {"ttl": self.ttl_s})
+            await conn.execute(self._sql(EXPIRE_RATES))
             cursor = await conn.execute(self._sql("SELECT count(*) FROM {s}.branches"))
             row = await cursor.fetchone()
             over = int(row[0]) - self.max_records if row is not None else 0

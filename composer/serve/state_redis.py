@@ -5,8 +5,9 @@ turn (Redis ``PEXPIRE``); a sorted set ``{PREFIX}:index`` orders them by last us
 drops the least recently used over ``max_records``. A turn is counted in one script
 (``HINCRBY``, the epoch drawn only when the hash is new), so replicas counting the same
 branch at once get two numbers. The prefix is a hash tag: in a cluster every key of one
-server's state is in one slot, as the scripts need. The ``redis`` client comes from the
-``redis`` extra, imported on first use.
+server's state is in one slot, as the scripts need; the rate limits' windows are the
+``limits`` library's keys under ``{PREFIX}:r:`` (``rate_storage``). The ``redis`` client
+comes from the ``redis`` extra, imported on first use.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from composer.errors import ServeError
 from composer.serve.state import BranchRecord, SharedState, TurnSlot, cut, mask_url
 
 if TYPE_CHECKING:
+    from limits.aio.storage import RedisStorage
     from redis.asyncio import Redis
 
 __all__ = ["RedisState"]
@@ -69,6 +71,7 @@ class RedisState(SharedState):
         self.timeout_s = timeout_s
         # A redis.asyncio client belongs to the event loop it first ran in.
         self._clients: dict[asyncio.AbstractEventLoop, Redis] = {}
+        self._rates: dict[Redis, RedisStorage] = {}
 
     def __repr__(self) -> str:
         return f"RedisState({self.describe()!r})"
@@ -134,6 +137,23 @@ class RedisState(SharedState):
     async def check(self) -> None:
         await self._client().ping()
 
+    def rate_storage(self) -> RedisStorage:
+        """The library's Redis storage, on this loop's client's connections, its keys under
+        ``{PREFIX}:r:`` (the same hash tag)."""
+        client = self._client()
+        storage = self._rates.get(client)
+        if storage is None:
+            from limits.aio.storage import RedisStorage
+
+            storage = RedisStorage(
+                "async+redis://",
+                implementation="redispy",
+                key_prefix=f"{self.prefix}:r",
+                connection_pool=client.connection_pool,  # type: ignore[arg-type]  # taken, per its docs
+            )
+            self._rates[client] = storage
+        return storage
+
     async def sweep(self) -> None:
         client = self._client()
         index = f"{self.prefix}:index"
@@ -149,6 +169,7 @@ class RedisState(SharedState):
     async def aclose(self) -> None:
         """Close the running loop's client; clients of other loops are dropped."""
         clients, self._clients = self._clients, {}
+        self._rates = {}
         await close_loop_client(clients)
 
     def _client(self) -> Redis:

@@ -47,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "List the turns of LOG, newest first, one line each: time (UTC), turn id, "
             "branch id (and name), principal, tokens used of the budget, one character per "
             "provider's outcome (+ fired, c cached, . empty, w guarded, m over max_tokens, "
-            "b over budget, F failed, T timeout, - not called), and the instruction's first "
-            "words when the log kept text."
+            "b over budget, F failed, T timeout, - not called), `unanswered` when the client "
+            "got no answer (a server's state store failed after the providers ran; its retry "
+            "is the served turn), and the instruction's first words when the log kept text."
         ),
     )
     _location(listing)
@@ -196,7 +197,10 @@ def _show(args: argparse.Namespace, output: Output) -> int:
         document = PreviewDocument.of(preview, manifest=shown, env=line.manifest.env)
         print_document(output, document)
         return SUCCESS
-    output.print(f"turn: {line.turn_id} at {line.time}, branch {branch_label(line.branch)}")
+    unanswered = "" if line.answered else " (unanswered: the client got a 503 and retried)"
+    output.print(
+        f"turn: {line.turn_id} at {line.time}, branch {branch_label(line.branch)}{unanswered}"
+    )
     # The line was masked when it was written: nothing is left to redact (no secret known).
     print_preview(preview, shown, line.manifest.env, output)
     return SUCCESS

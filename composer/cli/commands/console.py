@@ -83,14 +83,16 @@ def _serve(source: TurnSource, shown: str, port: int, output: Output) -> None:
 
     from composer.cli.console import Console, console_mount
     from composer.serve.guard import RequestGuard
-    from composer.serve.limits import RateLimit
+    from composer.serve.rates import RateLimit
     from composer.serve.runner import bind, serve
+    from composer.serve.state import ProcessState
 
+    rates = ProcessState(max_records=1).rate_storage  # counted in this process
     app = Starlette(
         routes=[console_mount(Console(source))],
         middleware=[
             Middleware(RequestGuard, loopback=True, open_paths=()),
-            Middleware(RateLimit, rate=100.0, burst=200, exempt=()),
+            Middleware(RateLimit, storage=rates, rate=100.0, burst=200, exempt=()),
         ],
     )
     sock = bind("127.0.0.1", port)

@@ -34,8 +34,8 @@ DESCRIPTION = (
     "metadata bound); without a token it listens only on a loopback address. A shared "
     "memory store whose namespace reads anything a client states is refused unless "
     "--principals binds it. Replicas behind a load balancer, or --workers N processes, "
-    "share each branch's turn count and last context through --state (PostgreSQL or "
-    "Redis). Needs the serve extra: " + _EXTRA_HINT
+    "share each branch's turn count and last context, and the rate limits, through --state "
+    "(PostgreSQL or Redis). Needs the serve extra: " + _EXTRA_HINT
 )
 
 
@@ -80,7 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=100.0,
         metavar="PER_SECOND",
         help="requests a second per client address (all of loopback, or an IPv6 /64, is "
-        "one) and per principal, in bursts of twice that, and ten times that in all; 0: off",
+        "one) and per principal, and ten times that from all clients together: each admits "
+        "twice that (rounded) a 2-second sliding window (below 0.5: one a 1/PER_SECOND-second "
+        "window, rounded up); counted in --state when given, so every worker and replica "
+        "sharing it shares one limit, else in the process; 0: off",
     )
     parser.add_argument(
         "--max-branches", type=int, default=1000, help="branches kept, least recently used go"
@@ -160,7 +163,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.logs import log_records_to
     from composer.errors import ComposerError
 
-    missing = [m for m in ("mcp", "starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    needed = ("mcp", "starlette", "uvicorn", "limits")
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         output.error(f"composer serve: {', '.join(missing)} not installed: {_EXTRA_HINT}")
         return FAILURE

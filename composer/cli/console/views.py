@@ -91,6 +91,7 @@ class ListRow:
     tokens: int
     budget: int | None
     marks: list[Mark]
+    answered: bool = True
 
 
 def list_row(line: AuditLine, words: int = 8) -> ListRow:
@@ -105,6 +106,7 @@ def list_row(line: AuditLine, words: int = 8) -> ListRow:
         line.tokens_used,
         line.budget,
         _marks(line),
+        line.answered,
     )
 
 
