@@ -15,11 +15,11 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from composer import __version__
 from composer.cli.exit_codes import FAILURE, INTERRUPTED, TERMINATED, USAGE
-from composer.cli.options import show_defaults
+from composer.cli.options import CommandParser, show_defaults
 from composer.cli.output import Output, detach_stdout, escape_what_cannot_be_encoded, say
 from composer.cli.terminate import Terminated
 
@@ -105,17 +105,6 @@ environment:
 """
 
 
-class _CommandParser(argparse.ArgumentParser):
-    """A command's parser (and its actions'): an argument it does not know is its own usage
-    error, shown with its usage, where argparse would hand it up to ``composer``'s."""
-
-    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
-        namespace, extras = super().parse_known_args(*args, **kwargs)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return namespace, extras
-
-
 def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or with ``commands`` of those only: the others are
     listed with their summary but their modules are not imported (nor can they be run)."""
@@ -127,9 +116,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     )
     parser.add_argument("--version", action="version", version=f"composer {__version__}")
     parser.set_defaults(no_interpolate=False)
-    subparsers = parser.add_subparsers(
-        metavar="COMMAND", required=True, parser_class=_CommandParser
-    )
+    subparsers = parser.add_subparsers(metavar="COMMAND", required=True, parser_class=CommandParser)
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, aliases=command.aliases, help=command.summary)
         if commands is None or name in commands:

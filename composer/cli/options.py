@@ -23,6 +23,7 @@ __all__ = [
     "JSON_HELP",
     "MANIFEST_HELP",
     "NO_INTERPOLATE_HELP",
+    "CommandParser",
     "DefaultsShown",
     "IntermixedParser",
     "Once",
@@ -48,6 +49,17 @@ JSON_HELP = (
 )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser (and its actions'): an argument it does not know is its own usage
+    error, shown with its usage, where argparse would hand it up to ``composer``'s."""
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        namespace, extras = super().parse_known_args(*args, **kwargs)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 class IntermixedParser(argparse.ArgumentParser):
     """A parser whose optional positional may come after an option: ``audit show LOG
     --schema S ID``. Plain argparse gives ``ID`` nothing once an option stands between it and
@@ -63,9 +75,12 @@ class IntermixedParser(argparse.ArgumentParser):
             return super().parse_known_args(args, namespace)
         self._intermixing = True
         try:
-            return self.parse_known_intermixed_args(args, namespace)
+            parsed, extras = self.parse_known_intermixed_args(args, namespace)
         finally:
             self._intermixing = False
+        if extras:  # as CommandParser: the action's own usage error
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 class Once(argparse.Action):
