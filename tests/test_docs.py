@@ -190,6 +190,24 @@ def test_quick_start_is_two_make_targets_that_exist() -> None:
         assert "make test" in commands, page
 
 
+def test_make_demo_on_a_fresh_checkout_installs_composer_alone(tmp_path: Path) -> None:
+    """The demo is one offline preview: it installs the core and no extra (the frameworks
+    cost a minute and more), while ``make test`` installs every extra."""
+
+    def planned(target: str) -> list[str]:
+        venv = tmp_path / target
+        result = subprocess.run(
+            ["make", "-n", "-C", str(REPO), target, f"VENV={venv}"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return [line for line in result.stdout.splitlines() if " install " in line]
+
+    demo = planned("demo")
+    assert demo and all("[" not in line for line in demo), demo
+    assert any(line.endswith("install --quiet -e .") for line in demo), demo
+    assert any("[" in line and "langchain" in line for line in planned("test"))
+
+
 @pytest.mark.parametrize("page", [README, QUICK_START], ids=["README", "getting-started"])
 def test_the_quick_start_shows_what_make_demo_prints(
     page: Path, in_configs_copy: Path, capsys: pytest.CaptureFixture[str]
