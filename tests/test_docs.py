@@ -203,7 +203,8 @@ def test_make_demo_on_a_fresh_checkout_installs_composer_alone(tmp_path: Path) -
         return [line for line in result.stdout.splitlines() if " install " in line]
 
     demo = planned("demo")
-    assert demo and all("[" not in line for line in demo), demo
+    assert demo
+    assert all("[" not in line for line in demo), demo
     assert any(line.endswith("install --quiet -e .") for line in demo), demo
     assert any("[" in line and "langchain" in line for line in planned("test"))
 
