@@ -549,8 +549,11 @@ def run_tests(tests: Tests, *, from_environment: bool = False) -> list[CaseResul
     return run(_run_all(tests, from_environment))
 
 
-def junit_xml(display: str, results: list[CaseResult]) -> bytes:
-    """The results as JUnit XML (one ``testsuite`` per file), the report CI systems read."""
+def junit_xml(
+    display: str, results: list[CaseResult], name_files: Callable[[str], str] = str
+) -> bytes:
+    """The results as JUnit XML (one ``testsuite`` per file), the report CI systems read;
+    ``name_files`` writes the paths in each message (as the command names them)."""
     failures = sum(1 for r in results if r.failures and not r.errors)
     errors = sum(1 for r in results if r.errors)
     seconds = f"{sum(r.seconds for r in results):.3f}"
@@ -570,9 +573,9 @@ def junit_xml(display: str, results: list[CaseResult]) -> bytes:
         for tag, items in (("error", result.errors), ("failure", result.failures)):
             if items:
                 element = ElementTree.SubElement(
-                    case, tag, {"message": items[0].message, "type": "expectation"}
+                    case, tag, {"message": name_files(items[0].message), "type": "expectation"}
                 )
-                element.text = "\n".join(f"{f.where}: {f.message}" for f in items)
+                element.text = name_files("\n".join(f"{f.where}: {f.message}" for f in items))
                 break
     ElementTree.indent(root)
     data: bytes = ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)

@@ -327,9 +327,12 @@ def test_failures_name_files_as_the_test_file_was_named(
             expect: {providers: {runbook: {fired: true}}}
         """,
     )
-    assert main(["test", "configs/typo.yaml"]) == 1
+    assert main(["test", "configs/typo.yaml", "--junit", "report.xml"]) == 1
     out = capsys.readouterr().out
     assert str(folder) not in out
+    report = (folder.parent / "report.xml").read_text(encoding="utf-8")
+    assert str(folder) not in report
+    assert 'configs/typo.yaml:5:26: no provider "runbook" in configs/dev.yaml' in report
     assert out.splitlines()[2] == (
         '      configs/typo.yaml:5:26: no provider "runbook" in configs/dev.yaml'
     )

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     output.print(summary)
     if args.junit:
         with open(args.junit, "wb") as handle:
-            handle.write(junit_xml(args.tests, results))
+            handle.write(junit_xml(args.tests, results, output.relative))
     if args.json:
         _print_document(args, json_out, tests, results, [])
     return SUCCESS if passed == len(results) else FAILURE
