@@ -75,6 +75,19 @@ def test_nothing_imports_the_command_line() -> None:
     assert importers == set()
 
 
+def test_the_operations_import_no_front_end() -> None:
+    """``composer.inspect`` is what the command line and the web console share: it prints
+    nothing and serves nothing, so it imports neither them nor the server."""
+    front_ends = ("composer.cli", "composer.cli.console", "composer.serve")
+    importers = {
+        module: sorted(name for name in imports if any(within(name, f) for f in front_ends))
+        for module, imports in MODULES.items()
+        if within(module, "composer.inspect")
+    }
+    assert {module: names for module, names in importers.items() if names} == {}
+    assert "composer.inspect.preview" in importers  # the rule looked at the package
+
+
 def test_builtin_types_import_only_the_plugin_module() -> None:
     for module, imports in MODULES.items():
         if within(module, "builtin_providers"):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from composer.cli.main import main
-from composer.cli.output import counted
+from composer.inspect.words import counted
 
 
 @pytest.mark.parametrize(

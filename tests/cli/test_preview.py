@@ -26,7 +26,7 @@ from builtin_providers.static import provider_type as static_type
 from composer import Branch, Instruction, ProviderReport, build_registry, count_tokens
 from composer.catalog import ProviderTypes
 from composer.cli import main
-from composer.cli.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
+from composer.inspect.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
 from composer.manifest import ProviderConfig
 from composer.plugin import ProviderType
 

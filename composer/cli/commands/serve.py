@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_manifest_arguments, manifest_from
-from composer.cli.output import counted
+from composer.inspect.words import counted
 
 if TYPE_CHECKING:
     from composer.cli.output import Output

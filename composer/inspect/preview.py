@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict
 
 from composer.build import build_registry
 from composer.catalog import ProviderTypes
-from composer.cli.documents import map_strings
 from composer.hooks import Progress
+from composer.inspect.documents import map_strings
 from composer.manifest import Manifest
 from composer.outcomes import Outcome, ProviderOutcome
 from composer.registry import ProviderReport
