@@ -78,7 +78,7 @@ def test_nothing_imports_the_command_line() -> None:
 def test_the_operations_import_no_front_end() -> None:
     """``composer.inspect`` is what the command line and the web console share: it prints
     nothing and serves nothing, so it imports neither them nor the server."""
-    front_ends = ("composer.cli", "composer.cli.console", "composer.serve")
+    front_ends = ("composer.cli", "composer.console", "composer.serve")
     importers = {
         module: sorted(name for name in imports if any(within(name, f) for f in front_ends))
         for module, imports in MODULES.items()
@@ -86,6 +86,33 @@ def test_the_operations_import_no_front_end() -> None:
     }
     assert {module: names for module, names in importers.items() if names} == {}
     assert "composer.inspect.preview" in importers  # the rule looked at the package
+
+
+SERVER_ROOT = "composer.serve.app"
+"""The one module of ``composer.serve`` that may import the console: the server's composition
+root, which mounts the console's routes beside the API when asked (not written yet: ``composer
+serve`` assembles the server in ``composer.cli.commands.serve`` today). The rest of the server
+stays below the console, which uses its authentication, limits and principals."""
+
+
+def test_only_the_command_line_and_the_server_root_import_the_console() -> None:
+    importers = {
+        module
+        for module, imports in MODULES.items()
+        if not within(module, "composer.console")
+        if any(within(name, "composer.console") for name in imports)
+    }
+    assert {m for m in importers if not within(m, "composer.cli") and m != SERVER_ROOT} == set()
+    assert "composer.cli.commands.console" in importers  # the rule saw the real importers
+
+
+def test_the_console_reaches_no_terminal_code() -> None:
+    """The web console is a front-end beside the command line: nothing it imports, directly
+    or through any other module, is ``composer.cli``."""
+    graph = import_graph()
+    for module in graph:
+        if within(module, "composer.console"):
+            assert not any(within(n, "composer.cli") for n in reached(graph, module)), module
 
 
 def test_builtin_types_import_only_the_plugin_module() -> None:
@@ -120,18 +147,21 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module that importing ``start`` runs, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of ``graph`` with more than one module, sorted."""
-    reach: dict[str, set[str]] = {}
-    for start in graph:
-        seen: set[str] = set()
-        todo = list(graph[start])
-        while todo:
-            node = todo.pop()
-            if node not in seen:
-                seen.add(node)
-                todo.extend(graph.get(node, ()))
-        reach[start] = seen
+    reach = {start: reached(graph, start) for start in graph}
     components = {
         frozenset({m, *(n for n in reach[m] if m in reach[n])}) for m in graph if m in reach[m]
     }
@@ -156,7 +186,14 @@ def test_the_cycle_finder_sees_guarded_and_function_local_imports() -> None:
 def test_observing_turns_is_below_the_engine() -> None:
     """The engine hands every turn to ``composer.observe``, so nothing there imports the
     engine or what is built on it (hot reload is ``composer.reload``)."""
-    above = ("composer.build", "composer.reload", "composer.serve", "composer.cli")
+    above = (
+        "composer.build",
+        "composer.reload",
+        "composer.serve",
+        "composer.cli",
+        "composer.console",
+        "composer.inspect",
+    )
     graph = import_graph()
     for module in graph:
         if within(module, "composer.observe"):

@@ -10,7 +10,7 @@ import hmac
 from hypothesis import given
 from hypothesis import strategies as st
 
-from composer.cli.console.sessions import CONTEXT, MAX_COOKIE, Sessions
+from composer.console.sessions import CONTEXT, MAX_COOKIE, Sessions
 from composer.principal import Principal
 from composer.serve.principals import Principals
 

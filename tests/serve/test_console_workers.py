@@ -14,7 +14,7 @@ import pytest
 from memory.services import postgres_schema
 from memory.stores_fixtures import postgres_dsn
 
-from composer.cli.console.sessions import Sessions
+from composer.console.sessions import Sessions
 from composer.principal import Principal
 from composer.serve.principals import load_principals
 from serve.conftest import Server, process_gone, start_serve

@@ -378,7 +378,7 @@ def _console(args: argparse.Namespace, service: Any, principals: Any, token: str
     or its PostgreSQL table; none with ``stdout``); None without ``--console``."""
     if not args.console:
         return None
-    from composer.cli.console import Console, TurnSource, console_mount
+    from composer.console import Console, TurnSource, console_mount
     from composer.serve.principals import Principals
 
     if principals is None and token is not None:

@@ -30,9 +30,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from composer.cli.console.sessions import COOKIE, Session, Sessions
-from composer.cli.console.source import Listing, TurnSource
-from composer.cli.console.views import (
+from composer.console.sessions import COOKIE, Session, Sessions
+from composer.console.source import Listing, TurnSource
+from composer.console.views import (
     WINDOWS,
     compare,
     list_row,
