@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 from cli.test_audit_list import write_turns
-from serve.console_setup import console_process
 
 from composer.cli.main import main
+from console.console_setup import console_process
 
 
 async def test_it_serves_the_logs_turns_on_loopback_only(tmp_path: Path) -> None:
