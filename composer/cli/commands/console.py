@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, output: Output) -> int:
     from composer.errors import ComposerError
 
-    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    needed = ("starlette", "uvicorn", "itsdangerous")
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         output.error(f"composer console: {', '.join(missing)} not installed: {_EXTRA_HINT}")
         return FAILURE

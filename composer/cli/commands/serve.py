@@ -163,7 +163,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.logs import log_records_to
     from composer.errors import ComposerError
 
-    needed = ("mcp", "starlette", "uvicorn", "limits")
+    needed = ("mcp", "starlette", "uvicorn", "limits", *(["itsdangerous"] if args.console else []))
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         output.error(f"composer serve: {', '.join(missing)} not installed: {_EXTRA_HINT}")
