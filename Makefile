@@ -15,10 +15,13 @@ EXTRAS := dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic
 
 # Left out by `make test-fast`: the framework integrations and lionagi (each imports a large
 # framework, some in a child process), the standing hostile-input and soak suite, the servers
-# (each test starts `composer serve` or an MCP peer as a process) and the memory stores'
-# many-process write races, and the reload, restart and audit-server soaks. CPU time of each in
+# and the console's pages (each test starts `composer serve` or an MCP peer as a process), the
+# memory stores' many-process write races, and the reload, restart and audit-server soaks. CPU time of each in
 # docs/development.md; `make test` and .ci/run still run them.
 FAST_SKIP := tests/integrations tests/integration tests/reliability tests/serve \
+	tests/console/test_console.py tests/console/test_console_after_init.py \
+	tests/console/test_console_browser.py tests/console/test_console_postgres.py \
+	tests/console/test_console_workers.py \
 	tests/memory/test_concurrency.py tests/memory/test_write_conflicts.py \
 	tests/memory/test_restart.py tests/observe/test_reload_reliability.py \
 	tests/observe/test_audit_postgres.py

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import composer
-from composer.cli.console import TurnSource
-from composer.cli.console.views import provider_stats
+from composer.console import TurnSource
+from composer.console.views import provider_stats
 from composer.observe.audit_source import read_turns
 from composer.observe.record import read_lines
 from composer.principal import Principal, current_principal

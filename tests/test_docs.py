@@ -57,6 +57,7 @@ QUICK_START = DOCS / "getting-started.md"
 PYTHON_RUN_BY = {
     (README, 0): "test_the_library_examples_run",
     (LIBRARY, 0): "test_the_library_examples_run",
+    (LIBRARY, 1): "test_the_preview_example_runs",
     (PLUGINS, 0): "test_the_plugin_example_is_a_working_provider_type",
     (HOT_RELOAD, 0): "test_the_hot_reload_example_runs",
     (INTEGRATIONS, 0): "tests/integration/test_docs_lionagi.py",
@@ -242,6 +243,20 @@ def test_the_library_examples_run(
     out = capsys.readouterr().out
     assert out.startswith("You are the on-call assistant.\nHouse rules for payments")
     assert "'provider_name': 'house-rules'" in out
+
+
+def test_the_preview_example_runs(
+    in_configs_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The library's preview, as written: a row per declared provider, then the folded text."""
+    assert run_python(blocks(LIBRARY, "python")[1], {"__name__": "__main__"}) is None
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("house-rules fired ")
+    assert "status disabled None " in out
+    used = next(line for line in out if line.endswith("tokens; the model would see:"))
+    assert used.endswith("of 1200 tokens; the model would see:")
+    assert out[out.index(used) + 1] == "You are a helpful assistant."
+    assert out[out.index(used) + 2].startswith("House rules for payments: ")
 
 
 async def test_the_plugin_example_is_a_working_provider_type(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import sys
 import sysconfig
 import tomllib
 import venv
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -118,6 +119,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert built.returncode == 0, built.stderr
     (path,) = out.glob("context_composer-*.whl")
     return path
+
+
+def test_the_wheel_holds_every_module_and_data_file_of_the_sources(wheel: Path) -> None:
+    """Every package is listed in pyproject.toml by hand: one left out (a new subpackage, the
+    console's templates and stylesheet) would be missing from an installed composer only."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "composer", "builtin_providers"],
+        capture_output=True, text=True, check=True, cwd=REPO,
+    ).stdout.split()  # fmt: skip
+    assert "composer/console/templates/base.html" in tracked
+    with zipfile.ZipFile(wheel) as archive:
+        assert set(tracked) - set(archive.namelist()) == set()
 
 
 @pytest.fixture(scope="module")

@@ -1,14 +1,18 @@
 """The package layout and the direction of imports, read from the source with ``ast``.
 
-The ADR runtime stands alone; the manifest code does not reach into the runtime or the
-command line; the built-in provider types are ordinary clients of ``composer.plugin``; and no
-module imports itself through others, counting imports inside functions and under
-``TYPE_CHECKING`` (a cycle hidden there is one moved line away from an ``ImportError``).
+The layers that ``docs/development.md`` draws (front-ends, operations, engine, providers) are
+read from its table, so the page and the code cannot drift apart; within them, the ADR runtime
+stands alone, nothing imports the command line, the console is a front-end of its own, the
+manifest code does not reach into the runtime, the built-in provider types are ordinary
+clients of ``composer.plugin``; and no module imports itself through others, counting imports
+inside functions and under ``TYPE_CHECKING`` (a cycle hidden there is one moved line away from
+an ``ImportError``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -65,6 +69,79 @@ def test_the_runtime_imports_only_the_runtime_and_errors(module: str) -> None:
     assert outside == set()
 
 
+LAYERS_DOC = ROOT / "docs" / "development.md"
+
+
+def layer_table() -> dict[str, tuple[list[str], list[str]]]:
+    """The table of ``docs/development.md``'s "Layers": each layer's packages and what it may
+    import (layer names, or a module in backticks), read as the page shows them."""
+    section = LAYERS_DOC.read_text(encoding="utf-8").split("### Layers\n", 1)[1]
+    section = section.split("\n### ", 1)[0]
+    table: dict[str, tuple[list[str], list[str]]] = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != 4 or cells[0] == "layer" or "---" in line:
+            continue
+        table[cells[0]] = (re.findall(r"`([^`]+)`", cells[1]), cells[2].split(", "))
+    return table
+
+
+def layer_of(module: str, table: dict[str, tuple[list[str], list[str]]]) -> str | None:
+    """The layer whose most specific package holds ``module``."""
+    held = [(len(p), layer) for layer, (ps, _) in table.items() for p in ps if within(module, p)]
+    return max(held)[1] if held else None
+
+
+def test_the_layer_table_of_the_development_guide_places_every_package() -> None:
+    """A new package is placed in the drawing before it lands: every top-level module and
+    package of ``composer`` is named in one row, and nothing is named that does not exist."""
+    table = layer_table()
+    assert list(table) == ["front-ends", "operations", "engine", "providers"]
+    named = [package for packages, _ in table.values() for package in packages]
+    top = {"composer", "builtin_providers"} | {
+        "composer." + path.name.removesuffix(".py")
+        for path in (ROOT / "composer").iterdir()
+        if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").is_file()
+    }
+    assert sorted(named) == sorted(top)
+
+
+def allowed_by(layer: str, name: str, table: dict[str, tuple[list[str], list[str]]]) -> bool:
+    """Whether a module of ``layer`` may import ``name``: a module of its own layer, of a
+    layer its row names, or a module its row names in backticks."""
+    words = table[layer][1]
+    modules = [word.strip("`") for word in words if word.startswith("`")]
+    return layer_of(name, table) in [layer, *words] or any(within(name, m) for m in modules)
+
+
+def test_each_layer_imports_only_what_the_development_guide_allows() -> None:
+    table = layer_table()
+    outside: dict[str, list[str]] = {}
+    for module, imports in MODULES.items():
+        layer = layer_of(module, table)
+        assert layer is not None, module
+        wrong = sorted(name for name in imports if not allowed_by(layer, name, table))
+        if wrong:
+            outside[module] = wrong
+    assert outside == {}
+
+
+def test_the_layer_rules_see_a_wrong_import() -> None:
+    """The engine importing an operation, an operation a front-end, a provider type the
+    engine: each is refused by the table."""
+    table = layer_table()
+    assert layer_of("composer.inspect.preview", table) == "operations"
+    assert layer_of("composer.cli.commands.preview", table) == "front-ends"
+    assert layer_of("composer.build", table) == "engine"
+    assert layer_of("builtin_providers.stores.jsonl", table) == "providers"
+    assert not allowed_by("engine", "composer.inspect.preview", table)
+    assert not allowed_by("operations", "composer.cli.output", table)
+    assert not allowed_by("operations", "composer.console.views", table)
+    assert not allowed_by("providers", "composer.build", table)
+    assert allowed_by("providers", "composer.plugin.ProviderConfig", table)
+    assert allowed_by("front-ends", "composer.inspect.preview", table)
+
+
 def test_nothing_imports_the_command_line() -> None:
     importers = {
         module
@@ -73,6 +150,46 @@ def test_nothing_imports_the_command_line() -> None:
         if any(within(name, "composer.cli") for name in imports)
     }
     assert importers == set()
+
+
+def test_the_operations_import_no_front_end() -> None:
+    """``composer.inspect`` is what the command line and the web console share: it prints
+    nothing and serves nothing, so it imports neither them nor the server."""
+    front_ends = ("composer.cli", "composer.console", "composer.serve")
+    importers = {
+        module: sorted(name for name in imports if any(within(name, f) for f in front_ends))
+        for module, imports in MODULES.items()
+        if within(module, "composer.inspect")
+    }
+    assert {module: names for module, names in importers.items() if names} == {}
+    assert "composer.inspect.preview" in importers  # the rule looked at the package
+
+
+SERVER_ROOT = "composer.serve.app"
+"""The one module of ``composer.serve`` that may import the console: the server's composition
+root, which mounts the console's routes beside the API when asked (not written yet: ``composer
+serve`` assembles the server in ``composer.cli.commands.serve`` today). The rest of the server
+stays below the console, which uses its authentication, limits and principals."""
+
+
+def test_only_the_command_line_and_the_server_root_import_the_console() -> None:
+    importers = {
+        module
+        for module, imports in MODULES.items()
+        if not within(module, "composer.console")
+        if any(within(name, "composer.console") for name in imports)
+    }
+    assert {m for m in importers if not within(m, "composer.cli") and m != SERVER_ROOT} == set()
+    assert "composer.cli.commands.console" in importers  # the rule saw the real importers
+
+
+def test_the_console_reaches_no_terminal_code() -> None:
+    """The web console is a front-end beside the command line: nothing it imports, directly
+    or through any other module, is ``composer.cli``."""
+    graph = import_graph()
+    for module in graph:
+        if within(module, "composer.console"):
+            assert not any(within(n, "composer.cli") for n in reached(graph, module)), module
 
 
 def test_builtin_types_import_only_the_plugin_module() -> None:
@@ -107,18 +224,21 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module that importing ``start`` runs, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of ``graph`` with more than one module, sorted."""
-    reach: dict[str, set[str]] = {}
-    for start in graph:
-        seen: set[str] = set()
-        todo = list(graph[start])
-        while todo:
-            node = todo.pop()
-            if node not in seen:
-                seen.add(node)
-                todo.extend(graph.get(node, ()))
-        reach[start] = seen
+    reach = {start: reached(graph, start) for start in graph}
     components = {
         frozenset({m, *(n for n in reach[m] if m in reach[n])}) for m in graph if m in reach[m]
     }
@@ -143,7 +263,14 @@ def test_the_cycle_finder_sees_guarded_and_function_local_imports() -> None:
 def test_observing_turns_is_below_the_engine() -> None:
     """The engine hands every turn to ``composer.observe``, so nothing there imports the
     engine or what is built on it (hot reload is ``composer.reload``)."""
-    above = ("composer.build", "composer.reload", "composer.serve", "composer.cli")
+    above = (
+        "composer.build",
+        "composer.reload",
+        "composer.serve",
+        "composer.cli",
+        "composer.console",
+        "composer.inspect",
+    )
     graph = import_graph()
     for module in graph:
         if within(module, "composer.observe"):

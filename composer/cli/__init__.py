@@ -3,13 +3,13 @@
 Laid out as pip's: ``main`` holds the parser, ``main()`` and the table of commands, each
 command is a module of ``commands/``, and what several commands share has its own module:
 
-* ``output`` (``Output``, where and how a command writes), ``options`` (shared arguments and
-  the manifest they name), ``exit_codes``, ``logs``, ``progress``, ``tables`` (a turn as a
-  table);
-* ``preview`` (one real turn, explained per provider), ``expectations`` (``composer test``),
-  ``audit`` (the audit log read back), ``explain`` and ``render`` (the effective manifest
-  with origins, diffs), ``checks`` (``validate``'s warnings), ``stores`` (memory stores by
-  entry point), ``schema`` and ``reference`` (JSON Schemas, the README's reference).
+* ``output`` (``Output``, where and how a command writes, and ``print_document`` for
+  ``--json``), ``options`` (shared arguments and the manifest they name), ``exit_codes``,
+  ``logs``, ``progress``, ``terminate`` (SIGTERM as Ctrl-C), ``watch`` (``preview --watch``),
+  ``tables`` (a turn as a table) and ``reference`` (the generated reference pages).
+
+What a command does with a manifest, a test file or an audit log is an operation of
+``composer.inspect``, shared with the web console; a command parses, calls it and prints.
 """
 
 from composer.cli.main import COMMANDS, build_parser, main

@@ -87,7 +87,7 @@ class OneLineHandler(logging.Handler):
         self.addFilter(MaskRecords(redact))
         # Imported now, not while emitting: a server out of file descriptors logs that it
         # is, and an import then would need one (and fail, with a traceback).
-        from composer.cli.preview import first_line
+        from composer.inspect.preview import first_line
 
         self._first_line = first_line
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from composer.cli.documents import Diagnostic
     from composer.cli.output import Output
+    from composer.inspect.documents import Diagnostic
     from composer.manifest import Manifest
 
 __all__ = [
@@ -114,7 +114,7 @@ def add_no_interpolate(parser: argparse.ArgumentParser) -> None:
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
-    """``--json``: the command's document (``composer.cli.documents``) on standard output."""
+    """``--json``: the command's document (``composer.inspect.documents``) on standard output."""
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
@@ -152,8 +152,8 @@ def load_diagnosed(
 ) -> tuple[Manifest | None, list[Diagnostic]]:
     """``manifest_from`` without printing: the manifest, or None and its errors (each passed
     through ``shown``, files named as the command's output names them)."""
-    from composer.cli.documents import diagnostic
     from composer.errors import ManifestError, SettingsError
+    from composer.inspect.documents import diagnostic
     from composer.manifest.loader import load_manifest
 
     spelled = args.manifest if path is None else path

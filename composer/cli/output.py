@@ -14,16 +14,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 import os
 import re
 import sys
-from typing import TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "Output",
-    "counted",
     "detach_stdout",
     "escape_what_cannot_be_encoded",
+    "print_document",
     "printable",
     "relative_paths",
     "say",
@@ -119,10 +124,20 @@ class Output:
         print(text, file=self.err)
 
 
-def counted(count: int, noun: str, plural: str | None = None) -> str:
-    """``1 line``, ``2 lines``: a count with its noun in the right number (``plural`` when it
-    is not the noun with an ``s``)."""
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+def print_document(
+    output: Output, document: BaseModel, redact: Callable[[str], str] | None = None
+) -> None:
+    """``document`` (``composer.inspect.documents``) as indented JSON on ``output``, every
+    string through ``redact`` when given (values, not the serialized text: the JSON stays
+    valid)."""
+    from composer.inspect.documents import map_strings
+
+    data = document.model_dump(mode="json")
+    if redact is not None:
+        data = map_strings(data, redact)
+    # through json, not pydantic: a lone surrogate (bytes that are not UTF-8 in a file name
+    # or an argument) becomes a \udcXX escape instead of a serialisation error
+    output.json(json.dumps(data, indent=2, ensure_ascii=not output.utf8))
 
 
 def relative_paths(text: str, cwd: str) -> str:

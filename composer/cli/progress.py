@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from composer.cli.output import Output, counted, printable
+from composer.cli.output import Output, printable
+from composer.inspect.words import counted
 
 if TYPE_CHECKING:
     from composer.hooks import Progress

@@ -21,8 +21,8 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from composer.catalog import ProviderTypes
-from composer.cli import documents
-from composer.cli.preview import PreviewDocument
+from composer.inspect import documents
+from composer.inspect.preview import PreviewDocument
 from composer.manifest import Manifest, ProviderConfig
 
 __all__ = [

@@ -1,6 +1,7 @@
 """A previewed turn as a person reads it: one row per provider, the budget, the folded text.
 
-``composer preview`` and ``composer audit show`` print a turn with ``print_preview``. Piped,
+``composer preview`` and ``composer audit show`` print a turn with ``print_preview``, its rows
+worded by ``composer.inspect.words`` (as the console words them). Piped,
 the table is plain text as narrow as its names (an outcome too long for it, an error, becomes
 a numbered note under it); on a terminal it is a rich table coloured by outcome.
 """
@@ -12,26 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from composer.cli.output import Output, printable
+from composer.inspect.words import HEADERS, row_cells
 
 if TYPE_CHECKING:
-    from composer.cli.preview import Preview, ProviderRow
-    from composer.outcomes import Outcome
+    from composer.inspect.preview import Preview
 
-__all__ = ["HEADERS", "OUTCOME_TEXT", "print_preview", "row_cells"]
-
-OUTCOME_TEXT: dict[Outcome, str] = {
-    "fired": "fired",
-    "cached": "fired: from its cache",
-    "empty": "empty: returned nothing",
-    "guarded": "empty: its `when` is false",
-    "over_max_tokens": "skipped: over its max_tokens",
-    "over_budget": "skipped: over the budget",
-    "failed": "failed",
-    "timeout": "failed: timed out",
-    "not_called": "not called: branch has no system text",
-    "disabled": "disabled",
-}
-"""Each outcome (``composer.outcomes.Outcome``) as the table words it."""
+__all__ = ["print_preview"]
 
 _OUTCOME_STYLE: dict[str, str] = {
     "fired": "green",
@@ -42,7 +29,6 @@ _OUTCOME_STYLE: dict[str, str] = {
     "over_budget": "yellow",
 }
 
-HEADERS = ["provider", "type", "priority", "max_tokens", "outcome", "tokens", "ms"]
 _RIGHT = {2, 3, 5, 6}
 
 _OUTCOME_WIDTH = 60
@@ -98,22 +84,6 @@ def print_preview(
 
 def _as_is(text: str) -> str:
     return text
-
-
-def row_cells(row: ProviderRow) -> list[str]:
-    """One row's cells under ``HEADERS``, as the table prints them (the console shows the same)."""
-    outcome = OUTCOME_TEXT[row.outcome]
-    if row.error:
-        outcome = f"{outcome}: {row.error}"
-    return [
-        row.name,
-        row.type,
-        str(row.priority),
-        "-" if row.max_tokens is None else str(row.max_tokens),
-        outcome,
-        "-" if row.tokens is None else str(row.tokens),
-        "-" if row.ms is None else f"{row.ms:.1f}",
-    ]
 
 
 def _note_long_outcomes(rows: list[list[str]]) -> list[str]:

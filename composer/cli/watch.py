@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from composer.cli.output import counted
+from composer.inspect.words import counted
 
 if TYPE_CHECKING:
     from composer.cli.output import Output

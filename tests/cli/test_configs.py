@@ -13,9 +13,9 @@ from repofiles import CONFIGS
 
 from composer import load_manifest
 from composer.cli import main
-from composer.cli.preview import PreviewDocument
-from composer.cli.schema import manifest_schema
-from composer.cli.schema import tests_schema as schema_of_test_files
+from composer.inspect.preview import PreviewDocument
+from composer.inspect.schema import manifest_schema
+from composer.inspect.schema import tests_schema as schema_of_test_files
 from composer.manifest.loader import environments
 
 if TYPE_CHECKING:

@@ -7,23 +7,6 @@ from pathlib import Path
 import pytest
 
 from composer.cli.main import main
-from composer.cli.output import counted
-
-
-@pytest.mark.parametrize(
-    ("count", "noun", "plural", "expected"),
-    [
-        (0, "line", None, "0 lines"),
-        (1, "line", None, "1 line"),
-        (2, "line", None, "2 lines"),
-        (1, "entry", "entries", "1 entry"),
-        (3, "entry", "entries", "3 entries"),
-    ],
-)
-def test_counted_agrees_the_noun_with_the_count(
-    count: int, noun: str, plural: str | None, expected: str
-) -> None:
-    assert counted(count, noun, plural) == expected
 
 
 def test_validate_says_one_provider(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,7 +24,8 @@ from repofiles import CONFIGS, put
 
 import composer
 from composer.cli import main
-from composer.cli.documents import (
+from composer.cli.reference import JSON_DOCUMENTS, json_markers, with_json_reference
+from composer.inspect.documents import (
     AuditListDocument,
     DiffDocument,
     MemoryStatsDocument,
@@ -32,7 +33,6 @@ from composer.cli.documents import (
     TestDocument,
     ValidateDocument,
 )
-from composer.cli.reference import JSON_DOCUMENTS, json_markers, with_json_reference
 
 PAGE = DOCS / "reference" / "json.md"
 SECRET = "s3cret-Token-7f9a"

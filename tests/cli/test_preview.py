@@ -16,19 +16,15 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 import pytest
 from repofiles import CONFIGS, put
 
 import composer
-from builtin_providers.static import provider_type as static_type
-from composer import Branch, Instruction, ProviderReport, build_registry, count_tokens
-from composer.catalog import ProviderTypes
+from composer import Branch, Instruction, build_registry, count_tokens
 from composer.cli import main
-from composer.cli.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
-from composer.manifest import ProviderConfig
-from composer.plugin import ProviderType
+from composer.inspect.preview import DEFAULT_SYSTEM, PreviewDocument
 
 if TYPE_CHECKING:
     from cli.conftest import StatusServer
@@ -539,29 +535,6 @@ def test_http_to_a_closed_port_fails_with_the_first_line(
     assert row.error.startswith(
         f"ProviderError: http 'status': GET http://127.0.0.1:{closed_port}/search: cannot connect"
     )
-
-
-class Multiline(ProviderConfig):
-    type: Literal["multiline"] = "multiline"
-
-
-class MultilineProvider:
-    async def provide(self, branch: Any, instruction: Any) -> str | None:
-        raise RuntimeError("the first line\nthe second line\nthe third")
-
-
-MULTILINE_TYPES = ProviderTypes(
-    [static_type, ProviderType("multiline", Multiline, lambda c, ctx: MultilineProvider())]
-)
-
-
-def test_a_failure_shows_the_first_line_of_its_error(tmp_path: Path) -> None:
-    put(tmp_path / "m.yaml", "version: 1\nproviders:\n  - {name: odd, type: multiline}\n")
-    manifest = composer.load_manifest(tmp_path / "m.yaml", types=MULTILINE_TYPES)
-    preview = asyncio.run(run_preview(manifest, "x", types=MULTILINE_TYPES))
-    assert preview.rows[0].outcome == "failed"
-    assert preview.rows[0].error == "RuntimeError: the first line"
-    assert preview.report == ProviderReport(failed=["odd"])
 
 
 def test_a_corpus_that_cannot_be_indexed_is_a_contained_failure(

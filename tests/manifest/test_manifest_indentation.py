@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from composer.cli.main import main
-from composer.cli.scaffold import FILES
 from composer.errors import ManifestError
+from composer.inspect.scaffold import FILES
 from composer.manifest.loader import load_manifest
 from composer.manifest.yamlnodes import read_yaml
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from repofiles import put
 
-from composer.cli.schema import manifest_schema
 from composer.errors import ManifestError
+from composer.inspect.schema import manifest_schema
 from composer.manifest.loader import load_manifest
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema checks the schema's verdict")

@@ -24,7 +24,7 @@ from memory.services import postgres_schema
 from memory.stores_fixtures import postgres_dsn
 
 import composer
-from composer.cli.console import TurnSource
+from composer.console import TurnSource
 from composer.observe.audit import AuditLog
 from composer.observe.audit_source import MAX_LIMIT, read_turns
 from composer.observe.audit_table import connect, create_table, statement

@@ -32,9 +32,9 @@ from repofiles import CONFIGS
 
 from composer import load_manifest
 from composer.catalog import ProviderTypes
-from composer.cli.checks import manifest_warnings
-from composer.cli.explain import diff_manifests, explain_lines
 from composer.errors import ManifestError, SettingsError
+from composer.inspect.checks import manifest_warnings
+from composer.inspect.explain import diff_manifests, explain_lines
 from composer.manifest import Manifest
 from composer.manifest.settings import MAX_SETTINGS_FILE_BYTES
 from composer.manifest.yamlnodes import MAX_DEPTH, printable

@@ -1,5 +1,5 @@
 """``composer audit list|show|diff``: the turns of an audit log one line each, a turn as
-``preview`` prints it, or what changed between two turns (``composer.cli.audit`` reads the
+``preview`` prints it, or what changed between two turns (``composer.inspect.turns`` reads the
 log)."""
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
 
 def _list(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.audit import list_line, newest_turns
     from composer.errors import AuditReadError
+    from composer.inspect.turns import list_line, newest_turns
     from composer.observe.audit_source import MAX_LIMIT
 
     if not 1 <= args.limit <= MAX_LIMIT:
@@ -135,14 +135,14 @@ def _print_listing(
     skipped: list[tuple[int, str]],
     error: str | None = None,
 ) -> None:
-    """``audit list`` as ``composer.cli.documents.AuditListDocument``."""
-    from composer.cli.documents import (
+    """``audit list`` as ``composer.inspect.documents.AuditListDocument``."""
+    from composer.cli.output import print_document
+    from composer.inspect.documents import (
         AuditListDocument,
         ListedProvider,
         ListedTurn,
         SkippedLine,
         diagnostic,
-        print_document,
     )
     from composer.observe.audit_source import shown
 
@@ -173,10 +173,10 @@ def _print_listing(
 
 
 def _show(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.audit import branch_label, preview_of
-    from composer.cli.documents import print_document
-    from composer.cli.preview import PreviewDocument
+    from composer.cli.output import print_document
     from composer.cli.tables import print_preview
+    from composer.inspect.preview import PreviewDocument
+    from composer.inspect.turns import branch_label, preview_of
 
     turn = args.turn
     if args.turn_option is not None:
@@ -207,7 +207,7 @@ def _show(args: argparse.Namespace, output: Output) -> int:
 
 
 def _diff(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.audit import describe_changes
+    from composer.inspect.turns import describe_changes
 
     first = _turn(args, args.first, output)
     second = _turn(args, args.second, output)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from composer.cli.exit_codes import FAILURE, SUCCESS
 
 if TYPE_CHECKING:
-    from composer.cli.console import TurnSource
     from composer.cli.output import Output
+    from composer.console import TurnSource
 
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
 
@@ -50,11 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, output: Output) -> int:
     from composer.errors import ComposerError
 
-    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    needed = ("starlette", "uvicorn", "itsdangerous")
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         output.error(f"composer console: {', '.join(missing)} not installed: {_EXTRA_HINT}")
         return FAILURE
-    from composer.cli.console import TurnSource
+    from composer.console import TurnSource
     from composer.errors import AuditReadError
     from composer.observe.audit_source import is_dsn, shown
 
@@ -81,7 +82,7 @@ def _serve(source: TurnSource, shown: str, port: int, output: Output) -> None:
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
-    from composer.cli.console import Console, console_mount
+    from composer.console import Console, console_mount
     from composer.serve.guard import RequestGuard
     from composer.serve.rates import RateLimit
     from composer.serve.runner import bind, serve

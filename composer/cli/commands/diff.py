@@ -11,9 +11,9 @@ from composer.cli.exit_codes import FAILURE, SUCCESS, TROUBLE, USAGE
 from composer.cli.options import MANIFEST_HELP, add_json, add_no_interpolate, manifest_from
 
 if TYPE_CHECKING:
-    from composer.cli.documents import Diagnostic, DiffSide
-    from composer.cli.explain import Change, Value
     from composer.cli.output import Output
+    from composer.inspect.documents import Diagnostic, DiffSide
+    from composer.inspect.explain import Change, Value
     from composer.manifest import Manifest
 
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
@@ -47,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.revisions import checkout, split_range
     from composer.errors import SettingsError
+    from composer.inspect.revisions import checkout, split_range
 
     envs: list[str] = args.env or []
     if args.other is None and args.rev is None:
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
             notes = [side.note for side in (before, after) if side.note is not None]
             return _print_diff(args, output, title, first, second, problems, shown, notes)
     except SettingsError as e:
-        from composer.cli.documents import diagnostic
+        from composer.inspect.documents import diagnostic
 
         output.error(f"composer diff: {e}")
         problems.append(diagnostic(None, output.relative(str(e))))
@@ -111,7 +111,7 @@ def _print_diff(
 ) -> int:
     """Print the differences, after the title and ``notes`` (or their JSON document); the
     exit code (``--exit-code``: 1 when any, 2 when a side failed)."""
-    from composer.cli.explain import diff_manifests
+    from composer.inspect.explain import diff_manifests
 
     if first is None or second is None:
         if args.json:
@@ -142,9 +142,10 @@ def _print_document(
     notes: Sequence[str],
     *redactions: Callable[[str], str],
 ) -> None:
-    """The diff as ``composer.cli.documents.DiffDocument``; a side's values masked as that
+    """The diff as ``composer.inspect.documents.DiffDocument``; a side's values masked as that
     side's manifest masks them."""
-    from composer.cli.documents import DiffDocument, Difference, print_document
+    from composer.cli.output import print_document
+    from composer.inspect.documents import DiffDocument, Difference
 
     def relabel(text: str) -> str:
         for change in shown:  # a revision's export shown as REV:folder/
@@ -172,7 +173,7 @@ def _print_document(
 def _side(
     value: Value | None, redact: Callable[[str], str], relabel: Callable[[str], str]
 ) -> DiffSide | None:
-    from composer.cli.documents import DiffSide, located, map_strings
+    from composer.inspect.documents import DiffSide, located, map_strings
 
     if value is None:
         return None

@@ -1,5 +1,5 @@
 """``composer init [DIR]``: a team's first manifests, ready to validate, preview and test
-(``composer.cli.scaffold`` holds what is written)."""
+(``composer.inspect.scaffold`` holds what is written)."""
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from pathlib import Path
 
     from composer.catalog import ProviderTypes
-    from composer.cli.scaffold import scaffold
-    from composer.cli.schema import schema_texts
     from composer.errors import ComposerError
+    from composer.inspect.scaffold import scaffold
+    from composer.inspect.schema import schema_texts
 
     folder = Path(args.dir)
     try:

@@ -1,6 +1,6 @@
 """``composer memory import|export|stats``: move memory items between stores, with counts checked.
 
-A store is named by a short spec (``composer.cli.stores``): a path ending in ``.jsonl``,
+A store is named by a short spec (``composer.inspect.stores``): a path ending in ``.jsonl``,
 ``.sqlite``, ``.sqlite3`` or ``.db``, ``jsonl:PATH``, ``sqlite:PATH``, or a ``postgresql://``
 URL (keep its password out of the command line: libpq reads ``PGPASSWORD`` and
 ``~/.pgpass``), each kind opened through its ``composer.stores`` entry point. Items keep
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_json
-from composer.cli.output import counted
+from composer.inspect.words import counted
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
-    from composer.cli.stores import Store
+    from composer.inspect.stores import Store
 
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
 
@@ -122,7 +122,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
 def _print_failure(args: argparse.Namespace, output: Output, error: str) -> None:
     """With ``stats --json``, the document of a store that could not be read."""
     if getattr(args, "json", False):
-        from composer.cli.documents import MemoryStatsDocument, diagnostic, print_document
+        from composer.cli.output import print_document
+        from composer.inspect.documents import MemoryStatsDocument, diagnostic
 
         document = MemoryStatsDocument(
             store=None, items=None, namespaces=None, errors=[diagnostic(None, error)]
@@ -131,7 +132,7 @@ def _print_failure(args: argparse.Namespace, output: Output, error: str) -> None
 
 
 def _open(spec: str, args: argparse.Namespace, opened: list[Store]) -> Store:
-    from composer.cli.stores import open_store
+    from composer.inspect.stores import open_store
 
     store = open_store(spec, schema=args.schema)
     opened.append(store)
@@ -263,7 +264,8 @@ async def _stats(args: argparse.Namespace, output: Output, opened: list[Store]) 
     store = await _existing(args.store, args, opened)
     counts = await store.counts()
     if args.json:
-        from composer.cli.documents import MemoryStatsDocument, print_document
+        from composer.cli.output import print_document
+        from composer.inspect.documents import MemoryStatsDocument
 
         document = MemoryStatsDocument(
             store=_shown(store),

@@ -1,5 +1,5 @@
 """``composer preview``: run one real turn and show what the model would see, per provider
-(``composer.cli.preview`` runs it, ``composer.cli.tables`` prints it)."""
+(``composer.inspect.preview`` runs it, ``composer.cli.tables`` prints it)."""
 
 from __future__ import annotations
 
@@ -67,11 +67,11 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
         return watch_preview(args, output, run)
     from composer.cli.logs import log_records_to
-    from composer.cli.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
     from composer.cli.progress import progress_factory
     from composer.cli.tables import print_preview
     from composer.cli.terminate import run as run_until_done
     from composer.errors import ComposerError
+    from composer.inspect.preview import DEFAULT_SYSTEM, PreviewDocument, run_preview
 
     branch = _branch_of(args, output)
     if branch is None:
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         return FAILURE
     preview.default_system = system == DEFAULT_SYSTEM and args.system is None
     if args.json:
-        from composer.cli.documents import print_document
+        from composer.cli.output import print_document
 
         document = PreviewDocument.of(preview, manifest=shown, env=args.env, redact=manifest.redact)
         print_document(output, document)

@@ -15,8 +15,8 @@ from composer.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from composer.cli.documents import Diagnostic, RenderDocument
     from composer.cli.output import Output
+    from composer.inspect.documents import Diagnostic, RenderDocument
     from composer.manifest import Manifest
 
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
@@ -44,12 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.render import render_lines
+    from composer.inspect.render import render_lines
 
     problems: list[Diagnostic] = []
     manifest = manifest_from(args, output, problems=problems)
     if args.json:
-        from composer.cli.documents import print_document
+        from composer.cli.output import print_document
 
         document = _document(args, manifest, problems)
         print_document(output, document, manifest.redact if manifest is not None else None)
@@ -67,9 +67,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
 def _document(
     args: argparse.Namespace, manifest: Manifest | None, problems: list[Diagnostic]
 ) -> RenderDocument:
-    from composer.cli.documents import RenderDocument, RenderedValue, located
-    from composer.cli.explain import effective_values
-    from composer.cli.render import provider_name
+    from composer.inspect.documents import RenderDocument, RenderedValue, located
+    from composer.inspect.explain import effective_values
+    from composer.inspect.render import provider_name
 
     if manifest is None:
         return RenderDocument(

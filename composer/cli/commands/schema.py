@@ -1,5 +1,5 @@
 """``composer schema``: the JSON Schemas editors complete manifests and test files with
-(``composer.cli.schema`` builds them)."""
+(``composer.inspect.schema`` builds them)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from pathlib import Path
 
     from composer.catalog import ProviderTypes
-    from composer.cli.schema import SCHEMA_FILES, manifest_schema, tests_schema, write_schemas
     from composer.errors import ComposerError
+    from composer.inspect.schema import SCHEMA_FILES, manifest_schema, tests_schema, write_schemas
 
     if args.tests:
         output.json(json.dumps(tests_schema(), indent=2))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_manifest_arguments, manifest_from
-from composer.cli.output import counted
+from composer.inspect.words import counted
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.logs import log_records_to
     from composer.errors import ComposerError
 
-    needed = ("mcp", "starlette", "uvicorn", "limits")
+    needed = ("mcp", "starlette", "uvicorn", "limits", *(["itsdangerous"] if args.console else []))
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         output.error(f"composer serve: {', '.join(missing)} not installed: {_EXTRA_HINT}")
@@ -378,7 +378,7 @@ def _console(args: argparse.Namespace, service: Any, principals: Any, token: str
     or its PostgreSQL table; none with ``stdout``); None without ``--console``."""
     if not args.console:
         return None
-    from composer.cli.console import Console, TurnSource, console_mount
+    from composer.console import Console, TurnSource, console_mount
     from composer.serve.principals import Principals
 
     if principals is None and token is not None:

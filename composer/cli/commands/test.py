@@ -1,5 +1,5 @@
 """``composer test``: run the expected turns of a test file and say which do not hold
-(``composer.cli.expectations`` reads and runs them)."""
+(``composer.inspect.expectations`` reads and runs them)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from composer.cli.exit_codes import FAILURE, SUCCESS
 from composer.cli.options import add_json
 
 if TYPE_CHECKING:
-    from composer.cli.documents import Diagnostic
-    from composer.cli.expectations import CaseResult, Failure, Tests
     from composer.cli.output import Output
     from composer.errors import ManifestError
+    from composer.inspect.documents import Diagnostic
+    from composer.inspect.expectations import CaseResult, Failure, Tests
 
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
 
@@ -46,9 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
-    from composer.cli.expectations import junit_xml, load_tests, run_tests
     from composer.cli.logs import log_records_to
+    from composer.cli.terminate import run as run_until_done
     from composer.errors import ManifestError
+    from composer.inspect.expectations import junit_xml, load_tests, run_tests
     from composer.manifest import redact
 
     output.name_files_as(args.tests)
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     output.print(f"{args.tests}: {count} test{'s' if count != 1 else ''}")
     given = list(tests.model.variables.values())
     with log_records_to(output, lambda text: redact(text, given)):
-        results = run_tests(tests, from_environment=args.from_environment)
+        results = run_until_done(run_tests(tests, from_environment=args.from_environment))
     for result in results:
         env = f" (env {result.env})" if result.env else ""
         output.print(f"{'ok  ' if result.passed else 'FAIL'}  {result.name}{env}")
@@ -105,8 +106,9 @@ def _print_document(
     results: list[CaseResult] | None,
     errors: Sequence[ManifestError],
 ) -> None:
-    """The run as ``composer.cli.documents.TestDocument``."""
-    from composer.cli.documents import TestDocument, TestResult, diagnostic, print_document
+    """The run as ``composer.inspect.documents.TestDocument``."""
+    from composer.cli.output import print_document
+    from composer.inspect.documents import TestDocument, TestResult, diagnostic
 
     def said(failures: Sequence[Failure]) -> list[Diagnostic]:
         return [diagnostic(output.relative(f.where), output.relative(f.message)) for f in failures]

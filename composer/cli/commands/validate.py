@@ -16,11 +16,11 @@ from composer.cli.options import (
     add_no_interpolate,
     load_diagnosed,
 )
-from composer.cli.output import counted
+from composer.inspect.words import counted
 
 if TYPE_CHECKING:
-    from composer.cli.documents import Diagnostic, ValidateDiagnostic, Variables
     from composer.cli.output import Output
+    from composer.inspect.documents import Diagnostic, ValidateDiagnostic, Variables
     from composer.manifest import Manifest
 
 __all__ = ["DESCRIPTION", "add_arguments", "run"]
@@ -99,8 +99,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
 def _check(args: argparse.Namespace, output: Output, env: str | None) -> _Checked:
     """Validate one environment; what it found, nothing printed yet."""
-    from composer.cli.checks import manifest_findings
-    from composer.cli.documents import diagnostic
+    from composer.inspect.checks import manifest_findings
+    from composer.inspect.documents import diagnostic
 
     manifest, errors = load_diagnosed(args, output, env)
     checked = _Checked(env if env is not None else args.env, manifest, [])
@@ -132,7 +132,7 @@ def _check(args: argparse.Namespace, output: Output, env: str | None) -> _Checke
 def _once(checked: list[_Checked]) -> list[tuple[bool, ValidateDiagnostic]]:
     """The errors and warnings of every environment, each once with the environments it is
     in, in the order found."""
-    from composer.cli.documents import ValidateDiagnostic
+    from composer.inspect.documents import ValidateDiagnostic
 
     found: dict[tuple[bool, str | None, str], ValidateDiagnostic] = {}
     for check in checked:
@@ -161,7 +161,8 @@ def _print_document(
     checked: list[_Checked],
     problems: list[tuple[bool, ValidateDiagnostic]],
 ) -> None:
-    from composer.cli.documents import EnvironmentCheck, ValidateDocument, print_document
+    from composer.cli.output import print_document
+    from composer.inspect.documents import EnvironmentCheck, ValidateDocument
 
     environments: list[EnvironmentCheck] = []
     for check in checked:
@@ -194,7 +195,7 @@ def _print_document(
 
 
 def _variables(output: Output, manifest: Manifest) -> Variables:
-    from composer.cli.documents import Variable, Variables, located
+    from composer.inspect.documents import Variable, Variables, located
 
     needed, optional = _needs(manifest)
     return Variables(

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from memory.services import postgres_schema, postgres_server
+from serve.conftest import STARTUP_S, Server, start_serve
 
 from composer.errors import AuditReadError
 from composer.observe.audit_source import read_turns
-from serve.conftest import STARTUP_S, Server, start_serve
-from serve.console_setup import (
+from console.console_setup import (
     ENV,
     MANIFEST,
     SENTINEL,

@@ -1,4 +1,5 @@
-"""The audit log (``runtime.audit``) read back, for ``composer audit list|show|diff``.
+"""The audit log (``runtime.audit``) read back, for ``composer audit list|show|diff`` and
+the console's turn pages.
 
 ``preview_of`` rebuilds from one audit line the ``Preview`` that ``composer preview`` would
 have printed for that turn (so ``show`` prints it with the same code); ``describe_changes``
@@ -15,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from composer.cli.output import counted
+from composer.inspect.words import counted
 
-if TYPE_CHECKING:  # imported when the command runs: --help stays light
-    from composer.cli.preview import Preview
+if TYPE_CHECKING:  # imported when a turn is shown: --help stays light
+    from composer.inspect.preview import Preview
     from composer.observe.record import AuditBranch, AuditLine, AuditProvider, AuditText
 
 __all__ = [
@@ -103,7 +104,7 @@ def _shown(text: AuditText | None, what: str) -> str:
 
 def preview_of(line: AuditLine) -> Preview:
     """The ``Preview`` that ``composer preview`` would print for the turn of ``line``."""
-    from composer.cli.preview import Preview, ProviderRow, fill_row
+    from composer.inspect.preview import Preview, ProviderRow, fill_row
     from composer.outcomes import ProviderOutcome
     from composer.registry import ProviderReport
 

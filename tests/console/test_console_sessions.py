@@ -10,7 +10,7 @@ import hmac
 from hypothesis import given
 from hypothesis import strategies as st
 
-from composer.cli.console.sessions import CONTEXT, MAX_COOKIE, Sessions
+from composer.console.sessions import CONTEXT, MAX_COOKIE, Sessions
 from composer.principal import Principal
 from composer.serve.principals import Principals
 
@@ -118,6 +118,43 @@ def test_a_cookie_of_a_cannot_become_one_of_b() -> None:
     mac = hmac.new(key, payload.encode(), hashlib.sha256).digest()
     forged = f"{payload}:{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
     assert sessions.check(forged, PRINCIPALS) is None
+
+
+def sign_by_hand(payload: str, token: bytes) -> str:
+    """``payload:mac`` as the cookie's documented format says: HMAC-SHA256 under
+    ``SHA-256(CONTEXT + token)``, unpadded URL-safe base64."""
+    key = hashlib.sha256(CONTEXT + token).digest()
+    mac = hmac.new(key, payload.encode(), hashlib.sha256).digest()
+    return f"{payload}:{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+
+
+def test_the_cookie_is_the_documented_format_so_replicas_of_any_release_agree() -> None:
+    """A worker still on an earlier release, which signed with its own HMAC code, and one on
+    this release accept each other's cookies during a rolling upgrade."""
+    clock = Clock()
+    sessions = Sessions(clock=clock)
+    value = sessions.open(A, PRINCIPALS)
+    payload = value.rpartition(":")[0]
+    assert value == sign_by_hand(payload, TOKEN_A)
+    now = int(clock.now)
+    made_elsewhere = sign_by_hand(f"1:team-b:{now}:{now}:{now + 60}:{'n' * 22}", TOKEN_B)
+    session = sessions.check(made_elsewhere, PRINCIPALS)
+    assert session is not None
+    assert session.principal == B
+
+
+def test_a_mac_differing_only_in_its_unused_base64_bits_is_refused() -> None:
+    """The MAC's last base64 character carries two bits that decoding ignores: a cookie that
+    changes only those decodes to the same MAC, and must still be no session."""
+    value = Sessions().open(A, PRINCIPALS)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(value[-1])
+    for low_bits in (1, 2, 3):
+        edited = value[:-1] + alphabet[last | low_bits]
+        assert base64.urlsafe_b64decode(edited.rpartition(":")[2] + "=") == (
+            base64.urlsafe_b64decode(value.rpartition(":")[2] + "=")
+        )
+        assert Sessions().check(edited, PRINCIPALS) is None
 
 
 def test_a_cookie_longer_than_its_lifetime_allows_is_refused() -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, find_browser
-
 from serve.conftest import Server, start_serve
-from serve.console_setup import ENV, SENTINEL, post_turn, wait_for_lines, write_files
+
+from console.console_setup import ENV, SENTINEL, post_turn, wait_for_lines, write_files
 
 TURNS = (
     ("inc-7", "the disk is full on db-1, what do I do?"),

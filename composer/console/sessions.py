@@ -6,11 +6,12 @@ accepts it without a shared table::
 
     1:<principal>:<issued>:<seen>:<expires>:<nonce>:<mac>
 
-times in whole seconds of the wall clock, a random 16-byte nonce, and an HMAC-SHA256 over
-everything before the MAC whose key is ``SHA-256(context + the principal's token)``. The
-cookie names its principal but holds no token and nothing from which one can be recovered;
-a cookie of one principal cannot be made into another's (the key is the other's token); and
-rotating or removing a principal's token ends all its sessions everywhere.
+times in whole seconds of the wall clock, a random 16-byte nonce, and the signature of
+everything before it, made and checked (in constant time) by ``itsdangerous``'s ``Signer``:
+HMAC-SHA256 under the key ``SHA-256(context + the principal's token)``. The cookie names its
+principal but holds no token and nothing from which one can be recovered; a cookie of one
+principal cannot be made into another's (the key is the other's token); and rotating or
+removing a principal's token ends all its sessions everywhere.
 
 Bounds: ``ttl_s`` from login, however busy; ``idle_s`` since the ``seen`` time signed in it,
 which a request moves on by re-issuing the cookie at most every ``renew_s``; ``MAX_COOKIE``
@@ -21,15 +22,15 @@ replica accepts a copied cookie until then (the browser's own copy is deleted).
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
 import re
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from itsdangerous import BadSignature, Signer
 
 from composer.principal import Principal
 from composer.serve.principals import Principals
@@ -47,10 +48,13 @@ CONTEXT = b"composer console session v1\x00"
 SKEW_S = 60
 """How far in the future a signed time may lie (replicas' clocks differ a little)."""
 
-_NUMBER = r"(0|[1-9][0-9]{0,11})"  # one spelling per number: an edit is always another text
+# One spelling per value, so that an edit is always another text: numbers without leading
+# zeros, and a MAC whose last character leaves the unused low bits of its base64 at zero
+# (decoding ignores them: "...A" and "...B" would be the same 32 bytes).
+_NUMBER = r"(0|[1-9][0-9]{0,11})"
 _VALUE = re.compile(
-    rf"(1:([A-Za-z0-9._-]{{1,64}}):{_NUMBER}:{_NUMBER}:{_NUMBER}:([A-Za-z0-9_-]{{22}}))"
-    r":([A-Za-z0-9_-]{43})"
+    rf"1:([A-Za-z0-9._-]{{1,64}}):{_NUMBER}:{_NUMBER}:{_NUMBER}:([A-Za-z0-9_-]{{22}})"
+    r":[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]"
 )
 
 
@@ -100,7 +104,7 @@ class Sessions:
     def open(self, principal: Principal, principals: Principals) -> str:
         """A new session for ``principal`` (one of ``principals``): the cookie's value."""
         now = int(self._clock())
-        nonce = _b64(secrets.token_bytes(16))
+        nonce = secrets.token_urlsafe(16)
         fields = _Fields(principal.name, now, now, now + int(self.ttl_s), nonce)
         value = _sign(fields, principals)
         if value is None:
@@ -143,14 +147,15 @@ class Sessions:
         match = _VALUE.fullmatch(value)
         if match is None:
             return None
-        payload, name, issued, seen, expires, nonce, mac = match.groups()
+        name, issued, seen, expires, nonce = match.groups()
         fields = _Fields(name, int(issued), int(seen), int(expires), nonce)
         found = principals.derived_key(name, CONTEXT)
         if found is None:
             return None
         principal, key = found
-        expected = _b64(hmac.new(key, payload.encode("ascii"), hashlib.sha256).digest())
-        if not hmac.compare_digest(expected.encode("ascii"), mac.encode("ascii")):
+        try:
+            _signer(key).unsign(value)
+        except BadSignature:
             return None
         now = int(self._clock())
         if not (
@@ -165,18 +170,14 @@ class Sessions:
         return fields, principal
 
 
-def _payload(fields: _Fields) -> str:
-    return f"1:{fields.name}:{fields.issued}:{fields.seen}:{fields.expires}:{fields.nonce}"
+def _signer(key: bytes) -> Signer:
+    """``key`` is already the principal's derived key: itsdangerous uses it as it is."""
+    return Signer(key, sep=":", key_derivation="none", digest_method=hashlib.sha256)
 
 
 def _sign(fields: _Fields, principals: Principals) -> str | None:
     found = principals.derived_key(fields.name, CONTEXT)
     if found is None:
         return None
-    payload = _payload(fields)
-    mac = hmac.new(found[1], payload.encode("ascii"), hashlib.sha256).digest()
-    return f"{payload}:{_b64(mac)}"
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    payload = f"1:{fields.name}:{fields.issued}:{fields.seen}:{fields.expires}:{fields.nonce}"
+    return _signer(found[1]).sign(payload).decode("ascii")

@@ -42,10 +42,9 @@ from pydantic import (
 )
 
 from composer.catalog import ProviderTypes, catalog_of
-from composer.cli.output import counted
-from composer.cli.preview import DEFAULT_SYSTEM, Preview, run_preview
-from composer.cli.terminate import run
 from composer.errors import ComposerError, ManifestError, ProviderError, SettingsError
+from composer.inspect.preview import DEFAULT_SYSTEM, Preview, run_preview
+from composer.inspect.words import counted
 from composer.manifest import Manifest, StrictModel
 from composer.manifest.loader import load_manifest
 from composer.manifest.validation_errors import locate, translate
@@ -530,7 +529,12 @@ def _item(tests: Tests, keys: tuple[str | int, ...], key: str, index: int) -> st
     return tests.where(*keys, key, index)
 
 
-async def _run_all(tests: Tests, from_environment: bool) -> list[CaseResult]:
+async def run_tests(tests: Tests, *, from_environment: bool = False) -> list[CaseResult]:
+    """Run every test of the file, one after another; each result says what did not hold.
+
+    ``${VAR}`` comes from the file's and each test's ``variables`` only, unless
+    ``from_environment``: then also from the environment, ``.env`` and secrets directory.
+    """
     results = []
     for index in range(len(tests.model.tests)):
         started = time.perf_counter()
@@ -538,15 +542,6 @@ async def _run_all(tests: Tests, from_environment: bool) -> list[CaseResult]:
         result.seconds = time.perf_counter() - started
         results.append(result)
     return results
-
-
-def run_tests(tests: Tests, *, from_environment: bool = False) -> list[CaseResult]:
-    """Run every test of the file, one after another; each result says what did not hold.
-
-    ``${VAR}`` comes from the file's and each test's ``variables`` only, unless
-    ``from_environment``: then also from the environment, ``.env`` and secrets directory.
-    """
-    return run(_run_all(tests, from_environment))
 
 
 def junit_xml(

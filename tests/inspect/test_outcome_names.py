@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import get_args
 
-from composer.cli.expectations import OLD_SPELLINGS, ProviderExpectation
-from composer.cli.preview import DocumentRow, PreviewDocument
-from composer.cli.tables import OUTCOME_TEXT
+from composer.inspect.expectations import OLD_SPELLINGS, ProviderExpectation
+from composer.inspect.preview import DocumentRow, PreviewDocument
+from composer.inspect.words import OUTCOME_TEXT
 from composer.observe.record import AuditProvider
 from composer.outcomes import Outcome
 from composer.serve.models import OutcomeOut

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from composer.cli.audit import OUTCOME_MARKS, describe_changes, first_words, preview_of
-from composer.cli.tables import OUTCOME_TEXT, row_cells
+from composer.inspect.turns import OUTCOME_MARKS, describe_changes, first_words, preview_of
+from composer.inspect.words import OUTCOME_TEXT, row_cells
 
 if TYPE_CHECKING:
-    from composer.cli.preview import Preview
+    from composer.inspect.preview import Preview
     from composer.observe.record import AuditLine, AuditProvider
 
 __all__ = [
@@ -154,7 +154,7 @@ class TurnView:
 
 
 def _view(preview: Preview, blocks: list[Block], kept: bool) -> TurnView:
-    from composer.cli.tables import HEADERS
+    from composer.inspect.words import HEADERS
 
     scale = max(preview.budget, preview.used, 1)
     segments: list[Segment] = []

@@ -61,7 +61,7 @@ def manifest_schema(types: ProviderTypes | None = None, *, overlay: bool = False
 
 def tests_schema() -> dict[str, Any]:
     """JSON Schema of a ``composer test`` file."""
-    from composer.cli.expectations import TestFile  # the runner's models, imported when asked
+    from composer.inspect.expectations import TestFile  # the runner's models, imported when asked
 
     schema: dict[str, Any] = {
         "$schema": SCHEMA_DIALECT,

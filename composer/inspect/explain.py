@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from composer.cli.render import manifest_folder, provider_name, relative_path, render_lines
+from composer.inspect.render import manifest_folder, provider_name, relative_path, render_lines
 from composer.manifest import KeyPath, Manifest, Origin
 
 __all__ = [

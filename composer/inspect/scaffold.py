@@ -6,7 +6,7 @@ runbook corpus, a SQLite team memory seeded from a JSONL file) and an audit log
 prod overlay, a small example corpus, the memory seed and a ``tests.yaml`` of expected turns.
 Everything runs offline as written: ``composer validate DIR --all-envs``, ``composer preview
 DIR --env dev`` and ``composer test DIR/tests.yaml`` pass on a new machine. Nothing is
-overwritten and nothing outside the folder is written (``composer.cli.write_inside``): a file
+overwritten and nothing outside the folder is written (``composer.inspect.write_inside``): a file
 that exists already, or a symbolic link on the way, stops the scaffold before anything is
 written (``force`` replaces a file, or a link at a file's place, never what a link points to).
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from composer.cli.write_inside import write_inside
+from composer.inspect.write_inside import write_inside
 
 __all__ = ["FILES", "scaffold"]
 

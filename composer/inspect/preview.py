@@ -1,4 +1,5 @@
-"""One real turn for ``composer preview``, explained per declared provider.
+"""One real turn, explained per declared provider: ``composer preview``, the console's preview
+form, ``composer test`` and a library's ``run_preview`` all run it here.
 
 The ADR's four report lists cannot say *why* a provider was skipped (over its own
 ``max_tokens`` or over the total budget) nor how long it took; the registry's outcome records
@@ -16,8 +17,8 @@ from pydantic import BaseModel, ConfigDict
 
 from composer.build import build_registry
 from composer.catalog import ProviderTypes
-from composer.cli.documents import map_strings
 from composer.hooks import Progress
+from composer.inspect.documents import map_strings
 from composer.manifest import Manifest
 from composer.outcomes import Outcome, ProviderOutcome
 from composer.registry import ProviderReport

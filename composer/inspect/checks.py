@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from composer.cli.output import counted
-from composer.cli.render import provider_name
 from composer.errors import ComposerError
 from composer.hooks import Check, Problem
+from composer.inspect.render import provider_name
+from composer.inspect.words import counted
 from composer.manifest import Manifest, Origin
 from composer.templating import compile_template
 

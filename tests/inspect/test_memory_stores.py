@@ -18,7 +18,7 @@ import pytest
 from repofiles import REPO
 
 from composer.cli import main
-from composer.cli.stores import STORE_GROUP, kind_of
+from composer.inspect.stores import STORE_GROUP, kind_of
 
 DECLARED = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
     "entry-points"

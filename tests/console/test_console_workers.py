@@ -13,13 +13,13 @@ import httpx
 import pytest
 from memory.services import postgres_schema
 from memory.stores_fixtures import postgres_dsn
+from serve.conftest import Server, process_gone, start_serve
+from serve.test_workers import children, manifest
 
-from composer.cli.console.sessions import Sessions
+from composer.console.sessions import Sessions
 from composer.principal import Principal
 from composer.serve.principals import load_principals
-from serve.conftest import Server, process_gone, start_serve
-from serve.console_setup import ENV, PRINCIPALS, TOKENS
-from serve.test_workers import children, manifest
+from console.console_setup import ENV, PRINCIPALS, TOKENS
 
 __all__ = ["postgres_dsn"]  # the server's fixture
 

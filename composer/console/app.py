@@ -30,9 +30,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from composer.cli.console.sessions import COOKIE, Session, Sessions
-from composer.cli.console.source import Listing, TurnSource
-from composer.cli.console.views import (
+from composer.console.sessions import COOKIE, Session, Sessions
+from composer.console.source import Listing, TurnSource
+from composer.console.views import (
     WINDOWS,
     compare,
     list_row,
@@ -351,7 +351,7 @@ class Console:
             return self.message(
                 request, 404, "No manifest", "This console reads an audit log only."
             )
-        from composer.cli.explain import effective_values
+        from composer.inspect.explain import effective_values
 
         names = _environments(manifest)
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
@@ -446,7 +446,7 @@ class Console:
     async def _preview(self, instruction: str, principal: Principal) -> Any:
         """One real turn of the served manifest for ``principal`` (its bound metadata, its
         name in the audit line), as ``composer preview`` runs it."""
-        from composer.cli.preview import run_preview
+        from composer.inspect.preview import run_preview
         from composer.principal import current_principal
 
         assert self.manifest is not None  # the route exists only with a manifest
@@ -587,8 +587,8 @@ def _environments(manifest: Manifest) -> list[str]:
 def _diff_environments(manifest: Manifest, a: str, b: str) -> list[str]:
     """``composer diff FOLDER --env A --env B``'s lines, each side loaded reading no variable
     (so no secret of another environment is ever read)."""
-    from composer.cli.explain import diff_manifests
     from composer.errors import ComposerError
+    from composer.inspect.explain import diff_manifests
     from composer.manifest.loader import load_manifest
 
     folder = Path(str(manifest.path)).parent

@@ -4,14 +4,16 @@ with the turns real ``prepare_turn`` calls wrote."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
 from cli.test_audit_list import write_turns
-from serve.console_setup import console_process
+from repofiles import CONFIGS
 
 from composer.cli.main import main
+from console.console_setup import console_process
 
 
 async def test_it_serves_the_logs_turns_on_loopback_only(tmp_path: Path) -> None:
@@ -37,6 +39,21 @@ def test_an_unreachable_database_or_a_missing_file_is_refused(
     assert "hunter2-pw" not in said  # a DSN is shown by its host, port and database only
     assert main(["console", str(tmp_path / "nope.jsonl")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def test_without_the_signing_library_the_console_names_the_extra(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console's session cookies are signed by itsdangerous (the serve extra): without it
+    both ways of starting the console say what to install, before serving anything."""
+    monkeypatch.setitem(sys.modules, "itsdangerous", None)  # as if it were not installed
+    log = tmp_path / "turns.jsonl"
+    log.write_text("")
+    hint = "itsdangerous not installed: pip install 'context-composer[serve]'"
+    assert main(["console", str(log)]) == 1
+    assert hint in capsys.readouterr().err
+    assert main(["serve", str(CONFIGS), "--env", "dev", "--console"]) == 1
+    assert hint in capsys.readouterr().err
 
 
 async def test_a_line_nested_50000_deep_leaves_the_good_turns_on_the_page(

@@ -7,22 +7,19 @@ The reference page (``docs/reference/json.md``) holds these models as tables gen
 ``composer.cli.reference`` (a test keeps them equal), and the tests validate what each command
 prints against its model, so the page, the models and the output cannot drift apart.
 ``composer preview --json`` and ``composer audit show --json`` print
-``composer.cli.preview.PreviewDocument``.
+``composer.inspect.preview.PreviewDocument``. The command line prints them with
+``composer.cli.output.print_document``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from composer.outcomes import Outcome
-
-if TYPE_CHECKING:
-    from composer.cli.output import Output
 
 __all__ = [
     "AuditListDocument",
@@ -48,7 +45,6 @@ __all__ = [
     "diagnostic",
     "located",
     "map_strings",
-    "print_document",
 ]
 
 
@@ -391,16 +387,3 @@ class MemoryStatsDocument(Document):
     """Live items per namespace (``""`` is the default namespace); null on an error."""
     errors: list[Diagnostic]
     """Why the store could not be read."""
-
-
-def print_document(
-    output: Output, document: BaseModel, redact: Callable[[str], str] | None = None
-) -> None:
-    """``document`` as indented JSON on ``output``, every string through ``redact`` when
-    given (values, not the serialized text: the JSON stays valid)."""
-    data = document.model_dump(mode="json")
-    if redact is not None:
-        data = map_strings(data, redact)
-    # through json, not pydantic: a lone surrogate (bytes that are not UTF-8 in a file name
-    # or an argument) becomes a \udcXX escape instead of a serialisation error
-    output.json(json.dumps(data, indent=2, ensure_ascii=not output.utf8))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from cli.test_audit_list import write_turns
 
-from composer.cli.console import TurnSource
-from composer.cli.console.views import provider_stats
+from composer.console import TurnSource
+from composer.console.views import provider_stats
 
 
 async def test_a_guarded_provider_counts_apart_and_has_no_duration(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from serve.conftest import Server, start_serve
-from serve.console_setup import (
+
+from console.console_setup import (
     ENV,
     SENTINEL,
     TOKENS,

@@ -14,8 +14,8 @@ from repofiles import CONFIGS
 from builtin_providers.static import provider_type as static_type
 from composer.catalog import ProviderTypes
 from composer.cli import main
-from composer.cli.schema import manifest_schema
-from composer.cli.schema import tests_schema as schema_of_test_files
+from composer.inspect.schema import manifest_schema
+from composer.inspect.schema import tests_schema as schema_of_test_files
 from composer.manifest import ProviderConfig
 from composer.plugin import BuildContext, ProviderType
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from netblock import blocked_pythonpath
 
-from composer.cli import write_inside
-from composer.cli.scaffold import FILES, scaffold
 from composer.errors import ComposerError
+from composer.inspect import write_inside
+from composer.inspect.scaffold import FILES, scaffold
 
 ROOT = Path(__file__).parents[2]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+from serve.conftest import start_serve
 
 from composer.cli.main import main
-from serve.conftest import start_serve
-from serve.console_setup import post_turn, wait_for_lines
+from console.console_setup import post_turn, wait_for_lines
 
 
 def test_the_console_of_a_fresh_scaffold_lists_its_first_turn(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx
-
 from serve.conftest import PYTHON, ROOT, STARTUP_S, stop, wait_for
 
 SENTINEL = "SENTINEL-c0ns0le-7f3a"
