@@ -150,6 +150,34 @@ def test_observing_turns_is_below_the_engine() -> None:
             assert not any(within(n, a) for n in graph[module] for a in above), module
 
 
+def test_every_package_is_in_the_distribution() -> None:
+    """``[tool.setuptools] packages`` lists the packages by name: one left out installs as
+    a wheel without it, while the editable checkout the tests run in still finds it."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        module_name(path.parent / "__init__.py")
+        for package in ("composer", "builtin_providers")
+        for path in (ROOT / package).rglob("__init__.py")
+    }
+    assert found - listed == set()
+
+
+def test_the_integrations_import_no_server() -> None:
+    """An agent framework's integration keeps branches as a server does, through the engine's
+    ``composer.branches``: installing one needs nothing of ``composer serve``."""
+    importers = {
+        module
+        for module, imports in MODULES.items()
+        if within(module, "composer.integrations")
+        if any(within(n, "composer.serve") for n in imports)
+    }
+    assert importers == set()
+
+
 def test_models_know_no_catalog_and_no_plugin_contract() -> None:
     """A data model that knew the catalog would import the plugin contract, which imports the
     models: the catalog is read off a manifest with ``catalog.catalog_of``."""

@@ -42,7 +42,7 @@ def newest_turns(
 ) -> tuple[list[AuditLine], int, list[tuple[int, str]]]:
     """The newest ``limit`` turns of a file or a DSN's table (of ``branch`` and ``principal``
     when given), newest first; how many match; the lines that were not audit lines."""
-    from composer.observe.audit_source import read_turns
+    from composer.observe.audit.reader import read_turns
 
     page = read_turns(location, schema=schema, limit=limit, branch=branch, principal=principal)
     return page.lines, page.total, page.skipped

@@ -13,7 +13,7 @@ import pytest
 from memory.services import postgres_schema, postgres_server
 
 from composer.errors import AuditReadError
-from composer.observe.audit_source import read_turns
+from composer.observe.audit.reader import read_turns
 from serve.conftest import STARTUP_S, Server, start_serve
 from serve.console_setup import (
     ENV,
