@@ -29,7 +29,7 @@ from typing import Any
 import composer
 from composer.console import TurnSource
 from composer.console.views import provider_stats
-from composer.observe.audit_source import read_turns
+from composer.observe.audit.reader import read_turns
 from composer.observe.record import read_lines
 from composer.principal import Principal, current_principal
 

@@ -19,9 +19,9 @@ import json
 import logging
 from collections import deque
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from composer._closing import AsyncCloseable
 from composer.caching import (
     MISS,
     ContextCache,
@@ -312,7 +312,7 @@ def manage(
     return cls(provider, config, cache=cache, wrap=wrap, scope=scope, operation=operation)
 
 
-class ManifestRegistry(ContextProviderRegistry):
+class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):
     """The ADR-0008 registry of one branch, built from a manifest, plus the providers'
     lifecycle: ``warm_up`` ahead of the first turn and one ``aclose`` for all of them; the
     manifest's ``runtime`` options; failure messages in outcomes masked like every output.
@@ -431,17 +431,6 @@ class ManifestRegistry(ContextProviderRegistry):
                 first = first or e
         if first is not None:
             raise first
-
-    async def __aenter__(self) -> ManifestRegistry:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) -> ManifestRegistry:

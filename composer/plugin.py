@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
+from composer._postgres import PostgresPools
 from composer.errors import ProviderError, StoreError, TemplateError
 from composer.hooks import (
     CacheKey,
@@ -78,6 +79,7 @@ __all__ = [
     "Expression",
     "ManifestPath",
     "Partitioned",
+    "PostgresPools",
     "Problem",
     "Progress",
     "Provider",

@@ -277,6 +277,85 @@ def test_observing_turns_is_below_the_engine() -> None:
             assert not any(within(n, a) for n in graph[module] for a in above), module
 
 
+def test_every_package_is_in_the_distribution() -> None:
+    """``[tool.setuptools] packages`` lists the packages by name: one left out installs as
+    a wheel without it, while the editable checkout the tests run in still finds it."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        module_name(path.parent / "__init__.py")
+        for package in ("composer", "builtin_providers")
+        for path in (ROOT / package).rglob("__init__.py")
+    }
+    assert found - listed == set()
+
+
+def test_the_integrations_import_no_server() -> None:
+    """An agent framework's integration keeps branches as a server does, through the engine's
+    ``composer.branches``: installing one needs nothing of ``composer serve``."""
+    importers = {
+        module
+        for module, imports in MODULES.items()
+        if within(module, "composer.integrations")
+        if any(within(n, "composer.serve") for n in imports)
+    }
+    assert importers == set()
+
+
+def source_files() -> list[Path]:
+    return [
+        p for package in ("composer", "builtin_providers") for p in (ROOT / package).rglob("*.py")
+    ]
+
+
+def test_one_module_opens_postgres_pools_and_names_the_extra() -> None:
+    """Every PostgreSQL back-end (memory store, server state, audit table) goes through
+    ``composer._postgres``: no other module makes a pool or words the install hint."""
+    makers = set()
+    for path in source_files():
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call):
+                called = node.func
+                name = called.attr if isinstance(called, ast.Attribute) else called
+                if getattr(name, "id", name) == "AsyncConnectionPool":
+                    makers.add(path.name)
+        if "context-composer[postgres]" in text:
+            makers.add(path.name)
+    assert makers == {"_postgres.py"}
+
+
+def test_async_with_that_only_closes_comes_from_one_base() -> None:
+    """``async with x:`` giving ``x`` and calling ``x.aclose()`` is ``composer._closing``'s;
+    a class writing that pair again is a copy to drop."""
+
+    def only(body: list[ast.stmt], source: str) -> bool:
+        """Whether ``body``, its docstring aside, is the one statement ``source``."""
+        if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]
+        return [ast.unparse(statement) for statement in body] == [source]
+
+    copies = []
+    for path in source_files():
+        if path.name == "_closing.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                methods = {m.name: m for m in node.body if isinstance(m, ast.AsyncFunctionDef)}
+                enter, leave = methods.get("__aenter__"), methods.get("__aexit__")
+                if (
+                    enter
+                    and leave
+                    and only(enter.body, "return self")
+                    and only(leave.body, "await self.aclose()")
+                ):
+                    copies.append(f"{path.name}:{node.name}")
+    assert copies == []
+
+
 def test_models_know_no_catalog_and_no_plugin_contract() -> None:
     """A data model that knew the catalog would import the plugin contract, which imports the
     models: the catalog is read off a manifest with ``catalog.catalog_of``."""

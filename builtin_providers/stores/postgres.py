@@ -45,11 +45,10 @@ from builtin_providers.stores.base import (
     record_of,
 )
 from builtin_providers.stores.jsonl import JsonlMemoryStore
-from composer.plugin import StoreError, describe_dsn
+from composer.plugin import PostgresPools, StoreError, describe_dsn
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from psycopg_pool import AsyncConnectionPool
 
 __all__ = ["SCHEMA_VERSION", "PostgresMemoryStore"]
 
@@ -119,9 +118,15 @@ class PostgresMemoryStore:
         self.connect_timeout_s = connect_timeout_s
         self.seed = Path(seed) if seed is not None else None
         self._where = describe_dsn(dsn)
-        # A pool belongs to the event loop it was opened in; a store shared by a manifest may
-        # be used from several (one asyncio.run per CLI command or test).
-        self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
+        self._pools = PostgresPools(
+            dsn,
+            name=f"composer-memory-{schema}",
+            size=pool_size,
+            timeout_s=connect_timeout_s,
+            check=True,  # after the server restarts, the next turn reconnects
+            needed_by="the postgres memory store",
+            error=StoreError,
+        )
         self._ready = False
         self._common: tuple[float, dict[str, float]] | None = None
         self._lexemes: dict[str, tuple[str, ...]] = {}  # stemming never changes: asked once
@@ -335,11 +340,7 @@ class PostgresMemoryStore:
 
     async def aclose(self) -> None:
         """Close the pool of the running loop; pools of loops that are gone are dropped."""
-        pools, self._pools = self._pools, {}
-        loop = asyncio.get_running_loop()
-        pool = pools.pop(loop, None)
-        if pool is not None:
-            await pool.close()
+        await self._pools.aclose()
 
     async def drop_schema(self) -> None:
         """Remove the schema and everything in it (tests and ``composer memory`` only)."""
@@ -355,46 +356,10 @@ class PostgresMemoryStore:
     def _connection(self, *, migrate: bool = True) -> Any:
         return _PooledConnection(self, migrate)
 
-    async def _pool(self) -> AsyncConnectionPool[Any]:
-        loop = asyncio.get_running_loop()
-        pool = self._pools.get(loop)
-        if pool is None:
-            try:
-                from psycopg_pool import AsyncConnectionPool
-            except ImportError as e:
-                raise StoreError(
-                    "the postgres memory store needs psycopg 3 and psycopg_pool: "
-                    "pip install 'context-composer[postgres]'"
-                ) from e
-            for old in [other for other in self._pools if other.is_closed()]:
-                del self._pools[old]
-            pool = AsyncConnectionPool(
-                self.dsn,
-                min_size=1,
-                max_size=self.pool_size,
-                open=False,
-                timeout=self.connect_timeout_s,
-                check=AsyncConnectionPool.check_connection,
-                kwargs={
-                    "autocommit": True,
-                    "connect_timeout": max(1, round(self.connect_timeout_s)),
-                },
-                name=f"composer-memory-{self.schema}",
-            )
-            await pool.open(wait=False)
-            self._pools[loop] = pool
-        return pool
-
     async def _reset_pool(self) -> None:
-        """Drop the running loop's pool after the server went away (restart, network).
-
-        A pool left alone reconnects on its own schedule, with a growing backoff; a new one
-        connects at once, so the first turn after the server is back succeeds.
-        """
-        pool = self._pools.pop(asyncio.get_running_loop(), None)
-        if pool is not None:
-            with contextlib.suppress(Exception):
-                await pool.close(timeout=1.0)
+        """Drop the running loop's pool after the server went away: a new one connects at
+        once, so the first turn after the server is back succeeds; the schema is checked again."""
+        await self._pools.reset()
         self._ready = False
 
     async def _migrate(self, conn: AsyncConnection[Any]) -> None:
@@ -539,7 +504,7 @@ class _PooledConnection:
         self._context: Any = None
 
     async def __aenter__(self) -> AsyncConnection[Any]:
-        pool = await self.store._pool()
+        pool = await self.store._pools.pool()
         self._context = pool.connection()
         conn: AsyncConnection[Any] = await self._context.__aenter__()
         if self.migrate:

@@ -1,5 +1,5 @@
 """Where the console reads turns: one small seam over the audit log's reader
-(``composer.observe.audit_source``: a JSON Lines file, or a PostgreSQL table by its DSN).
+(``composer.observe.audit.reader``: a JSON Lines file, or a PostgreSQL table by its DSN).
 
 Every page reads turns through ``TurnSource`` and nothing else. Each line is parsed by the
 audit reader's one parser (``composer.observe.record.parse_line``), which never raises: a line
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from composer.observe.audit_source import TurnPage
+    from composer.observe.audit.reader import TurnPage
     from composer.observe.record import AuditLine
 
 __all__ = ["BATCH", "SCAN_ROWS", "Listing", "TurnSource"]
@@ -55,7 +55,7 @@ class TurnSource:
 
     @property
     def is_table(self) -> bool:
-        from composer.observe.audit_source import is_dsn
+        from composer.observe.audit.reader import is_dsn
 
         return is_dsn(self.location)
 
@@ -75,7 +75,7 @@ class TurnSource:
         if self.is_table:
             yield from self._rows(principal, since)
             return
-        from composer.observe.audit_source import matches
+        from composer.observe.audit.reader import matches
         from composer.observe.record import read_lines
 
         try:
@@ -118,7 +118,7 @@ class TurnSource:
     def find(self, turn_id: str) -> AuditLine | None:
         """The turn whose id is exactly ``turn_id`` (a prefix names none here: a page link
         always holds the whole id), or None."""
-        from composer.observe.audit_source import LOOKUP_LIMIT, read_turns
+        from composer.observe.audit.reader import LOOKUP_LIMIT, read_turns
 
         if not self.is_table and not Path(self.location).exists():
             return None
@@ -136,7 +136,7 @@ class TurnSource:
     def _page(
         self, limit: int, offset: int, principal: str | None, since: _dt.datetime | None
     ) -> TurnPage:
-        from composer.observe.audit_source import read_turns
+        from composer.observe.audit.reader import read_turns
 
         return read_turns(
             self.location,

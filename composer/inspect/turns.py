@@ -5,7 +5,7 @@ the console's turn pages.
 have printed for that turn (so ``show`` prints it with the same code); ``describe_changes``
 lists what changed between two turns, provider by provider. A turn is named by its id or a
 unique prefix of it; a log is a file or a PostgreSQL table (a DSN and a schema), read
-through ``composer.observe.audit_source``. Texts are in a line only when the manifest had ``keep_text``; otherwise
+through ``composer.observe.audit.reader``. Texts are in a line only when the manifest had ``keep_text``; otherwise
 their SHA-256 stands in for them, which is enough to tell whether two turns saw the same block.
 """
 
@@ -43,7 +43,7 @@ def newest_turns(
 ) -> tuple[list[AuditLine], int, list[tuple[int, str]]]:
     """The newest ``limit`` turns of a file or a DSN's table (of ``branch`` and ``principal``
     when given), newest first; how many match; the lines that were not audit lines."""
-    from composer.observe.audit_source import read_turns
+    from composer.observe.audit.reader import read_turns
 
     page = read_turns(location, schema=schema, limit=limit, branch=branch, principal=principal)
     return page.lines, page.total, page.skipped

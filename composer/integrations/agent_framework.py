@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -41,6 +40,7 @@ except ImportError as error:  # the extra is required
         "pip install 'context-composer[agent-framework]'"
     ) from error
 
+from composer._closing import AsyncCloseable
 from composer.integrations.session import Composed, Composer, Placement
 from composer.manifest import Manifest
 from composer.registry import ProviderReport
@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 _REPORTS_KEPT = 1000
 
 
-class ComposerContextProvider(ContextProvider):
+class ComposerContextProvider(AsyncCloseable, ContextProvider):
     """Composes each run's turn from one manifest (or a ``Composer`` the caller keeps).
 
     ``name`` and ``metadata`` are what templates see as ``branch.name`` (default: the agent's
@@ -129,17 +129,6 @@ class ComposerContextProvider(ContextProvider):
         """Close the Composer this provider made (one it was given stays open)."""
         if self._owned:
             await self.composer.aclose()
-
-    async def __aenter__(self) -> ComposerContextProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class _ContextBeforeUser(ChatMiddleware):

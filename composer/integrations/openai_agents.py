@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 try:
@@ -38,6 +37,7 @@ except ImportError as error:  # the extra is required
         "pip install 'context-composer[openai-agents]'"
     ) from error
 
+from composer._closing import AsyncCloseable
 from composer.integrations.session import Composed, Composer, Placement
 from composer.manifest import Manifest
 from composer.registry import ProviderReport
@@ -45,7 +45,7 @@ from composer.registry import ProviderReport
 __all__ = ["ComposerInputFilter"]
 
 
-class ComposerInputFilter:
+class ComposerInputFilter(AsyncCloseable):
     """``call_model_input_filter`` composing the turns of one conversation.
 
     ``conversation`` is an SDK ``Session`` (its ``session_id``) or an id. ``name`` and
@@ -141,17 +141,6 @@ class ComposerInputFilter:
         """Close the Composer this filter made (one it was given stays open)."""
         if self._owned:
             await self.composer.aclose()
-
-    async def __aenter__(self) -> ComposerInputFilter:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _digest(items: Sequence[TResponseInputItem]) -> str:

@@ -33,14 +33,15 @@ import json
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import Any, Literal
 
+from composer._closing import AsyncCloseable
+from composer.branches import BranchEntry, BranchStore, TurnCounter
 from composer.build import WritebackResult, attach
 from composer.manifest import Manifest
 from composer.principal import Principal, current_principal
 from composer.registry import ProviderReport
-from composer.serve.branches import BranchEntry, BranchStore, TurnCounter
 from composer.turn import Branch, Instruction, prepare_turn
 
 __all__ = ["Composed", "Composer", "Placement", "Run"]
@@ -89,7 +90,7 @@ class _Conversation(Branch):
         """By the turn's name and its caller (branch name and metadata)."""
 
 
-class Composer:
+class Composer(AsyncCloseable):
     """One manifest, composing turns for any number of conversations (by id).
 
     ``placement`` overrides the manifest's ``runtime.placement`` for these conversations.
@@ -220,17 +221,6 @@ class Composer:
     async def aclose(self) -> None:
         """Close every conversation's providers (the manifest stays open)."""
         await self._branches.aclose()
-
-    async def __aenter__(self) -> Composer:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _caller(name: str | None, metadata: Mapping[str, Any]) -> str:

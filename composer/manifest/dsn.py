@@ -1,19 +1,25 @@
-"""The secret parts of a PostgreSQL DSN (password, user, options), read without libpq.
+"""Every masking of a database URL, in one place: ``dsn_secrets``, ``describe_dsn``, ``mask_url``.
 
 libpq and psycopg_pool quote a DSN's parts in their errors and warnings (``invalid
 percent-encoded token: "p%sk..."``, ``role "..." does not exist``), and a DSN written without
 ``${VAR}`` is no secret to the loader; so a config that holds a DSN (the memory provider's
-source, ``runtime.audit.postgres``) names these parts and the loader masks them wherever they
-are shown. The parse is forgiving on purpose: a DSN that
-libpq refuses (a stray ``%``) is exactly the one whose parts end up in its message.
+source, ``runtime.audit.postgres``) names its secret parts (``dsn_secrets``: password, user,
+options, read without libpq) and the loader masks them wherever they are shown. The parse is
+forgiving on purpose: a DSN that libpq refuses (a stray ``%``) is exactly the one whose parts
+end up in its message.
+
+Where a message names a database, it says ``describe_dsn`` (host, port and database: a memory
+store, an audit table), or, where the URL as written is what the operator checks (``composer
+serve --state``, PostgreSQL or Redis), ``mask_url`` (the URL without its password and query).
 """
 
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
-__all__ = ["describe_dsn", "dsn_secrets"]
+__all__ = ["describe_dsn", "dsn_secrets", "mask_url"]
 
 _PASSWORDS = frozenset({"password", "sslpassword"})
 _NAMES = frozenset({"user", "options"})
@@ -134,3 +140,27 @@ def describe_dsn(dsn: str) -> str:
         return "postgres"
     where = f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
     return f"postgres {where}/{parts.get('dbname') or ''}"
+
+
+def mask_url(url: str) -> str:
+    """``url`` without its password (and without a query, which may hold one)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return url.partition("://")[0] + "://***"
+    if ":" in host:
+        host = f"[{host}]"
+    user = f"{parts.username}:***@" if parts.password is not None else ""
+    if parts.password is None and parts.username:
+        user = f"{parts.username}@"
+    port = f":{parts.port}" if _port(parts) else ""
+    return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
+
+
+def _port(parts: Any) -> int | None:
+    try:
+        port: int | None = parts.port
+    except ValueError:
+        return None
+    return port

@@ -15,7 +15,7 @@ import operator
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
@@ -34,6 +34,7 @@ from pydantic import (
     model_validator,
 )
 
+from composer._closing import AsyncCloseable
 from composer.hooks import Closeable
 from composer.manifest.dsn import dsn_secrets
 from composer.manifest.source import MASK, KeyPath, Origin, Secret, SourceStr, VariableUse
@@ -490,7 +491,7 @@ class RuntimeConfig(StrictModel):
     )
 
 
-class Manifest(StrictModel):
+class Manifest(StrictModel, AsyncCloseable):
     """A validated manifest, after ``extends`` and overlays were applied."""
 
     version: Literal[1] = Field(description="Manifest format version; must be 1.")
@@ -537,21 +538,11 @@ class Manifest(StrictModel):
         types that validated this manifest (None when not loaded from a file)."""
         return self._types
 
-    async def __aenter__(self) -> Manifest:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        """``async with load_manifest(...) as manifest:`` closes its shared state on the way
-        out (``aclose``); registries built from it should be closed first."""
-        await self.aclose()
-
     async def aclose(self) -> None:
         """Close the shared state that holds resources (an HTTP pool, a store), then forget it.
+
+        ``async with load_manifest(...) as manifest:`` calls it on the way out; registries
+        built from the manifest should be closed first.
 
         Everything is closed at once, so that several slow closes (MCP servers that take a
         second to stop) cost the slowest, not their sum; the first failure is raised after all

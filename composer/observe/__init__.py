@@ -9,8 +9,8 @@ only when a manifest turns them on.
 ```
 history.py    report_history(branch): the last N reports of a branch
 record.py     the audit line: made from a turn off its path, read back by `composer audit`
-audit.py      the writer: a bounded queue and one thread per file, rotation, counted failures
-held.py       a server's turn lines, held until it knows whether its client was answered
+audit/        its sinks (a bounded queue and one thread each: a file, standard output, a
+              PostgreSQL table), a server's held lines, and the one reader
 tracing.py    OpenTelemetry spans (the otel extra), GenAI semantic conventions
 metrics.py    Prometheus collectors (the metrics extra)
 observer.py   TurnObserver: what one loaded manifest keeps of each turn

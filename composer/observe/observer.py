@@ -28,7 +28,8 @@ from composer.observe.audit import (
     open_audit_log,
     release_audit_log,
 )
-from composer.observe.held import hold
+from composer.observe.audit.base import QueueOptions
+from composer.observe.audit.held import hold
 from composer.observe.record import AuditManifest, LineContext, ProviderInfo, snapshot
 from composer.registry import BranchLike, InstructionLike, ProviderReport
 
@@ -175,9 +176,9 @@ def _open_sink(
     """The process's one sink of ``config`` (a file, a table and writer, standard output),
     opened once whatever number of loaded manifests write to it. ``manifest``: the manifest's
     path as its lines name it (masked), a table's writer unless the manifest names one."""
-    common: dict[str, Any] = {"queue_size": config.queue, "redact": redact, "on_count": count}
+    common: QueueOptions = {"queue_size": config.queue, "redact": redact, "on_count": count}
     if config.postgres is not None:
-        from composer.observe.audit_postgres import PostgresAuditLog
+        from composer.observe.audit.postgres import PostgresAuditLog
 
         table = config.postgres
         writer = redact(table.writer) if table.writer else manifest or _IN_MEMORY

@@ -31,15 +31,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
 from typing import Any, TypeVar, cast
 
+from composer._closing import AsyncCloseable
+from composer.branches import BranchEntry, BranchStore
 from composer.build import attach, build_registry
 from composer.errors import RequestRefused, ServeError
 from composer.manifest import Manifest
-from composer.observe.held import holding_audit
+from composer.observe.audit.held import holding_audit
 from composer.principal import Principal, current_principal
-from composer.serve.branches import BranchEntry, BranchStore
 from composer.serve.models import (
     AuditSinkStatus,
     ManifestOut,
@@ -73,7 +73,7 @@ class _ServedBranch(Branch):
     turn_key = ""
 
 
-class ContextService:
+class ContextService(AsyncCloseable):
     """Turns, writebacks and the manifest, for any number of branches of one manifest.
 
     ``principals`` are every caller the server will accept; a shared store split by anything
@@ -352,17 +352,6 @@ class ContextService:
                 await self.state.aclose()
             finally:
                 await self.manifest.aclose()
-
-    async def __aenter__(self) -> ContextService:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _failure(error: Exception) -> str:

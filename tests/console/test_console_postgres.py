@@ -14,7 +14,7 @@ from memory.services import postgres_schema, postgres_server
 from serve.conftest import STARTUP_S, Server, start_serve
 
 from composer.errors import AuditReadError
-from composer.observe.audit_source import read_turns
+from composer.observe.audit.reader import read_turns
 from console.console_setup import (
     ENV,
     MANIFEST,

@@ -22,7 +22,7 @@ import pytest
 import composer
 from composer.cli import main
 from composer.observe.audit import AuditLog, open_audit_log, release_audit_log
-from composer.observe.audit_source import find_turn
+from composer.observe.audit.reader import find_turn
 from composer.observe.record import AuditLine, read_lines
 
 from .conftest import turns, write

@@ -24,10 +24,11 @@ from memory.services import postgres_schema
 from memory.stores_fixtures import postgres_dsn
 
 import composer
+from composer._postgres import with_schema
 from composer.console import TurnSource
 from composer.observe.audit import AuditLog
-from composer.observe.audit_source import MAX_LIMIT, read_turns
-from composer.observe.audit_table import connect, create_table, statement
+from composer.observe.audit.reader import MAX_LIMIT, read_turns
+from composer.observe.audit.table import connect, create_table
 from composer.observe.record import MAX_DEPTH, MAX_LINE_BYTES, AuditLine, parse_line, read_lines
 
 __all__ = ["postgres_dsn"]  # the server's fixture
@@ -152,10 +153,10 @@ def test_a_table_reader_reads_every_good_turn_and_counts_the_rest(
     counted = sum(1 for text in texts if text.encode() not in good)
     start = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
     with connect(dsn, 10) as conn:
-        conn.execute(statement("TRUNCATE {s}.audit_turns", schema))
+        conn.execute(with_schema("TRUNCATE {s}.audit_turns", schema))
         for n, text in enumerate(texts):
             conn.execute(
-                statement(
+                with_schema(
                     "INSERT INTO {s}.audit_turns (time, branch_id, tokens_used, bytes, line)"
                     " VALUES (%s, 'b', 0, %s, %s)",
                     schema,

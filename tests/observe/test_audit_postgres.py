@@ -25,9 +25,9 @@ from memory.stores_fixtures import postgres_dsn
 import composer
 from composer.cli.main import main
 from composer.errors import AuditReadError, ManifestError
-from composer.observe.audit_postgres import PostgresAuditLog
-from composer.observe.audit_source import find_turn, read_turns
-from composer.observe.audit_table import INDEXED_CHARS
+from composer.observe.audit.postgres import PostgresAuditLog
+from composer.observe.audit.reader import find_turn, read_turns
+from composer.observe.audit.table import INDEXED_CHARS
 from composer.observe.record import AuditLine
 from composer.principal import Principal, current_principal
 from composer.registry import ProviderReport

@@ -15,7 +15,7 @@ import pytest
 
 import composer
 from composer.cli.main import main
-from composer.observe.held import holding_audit
+from composer.observe.audit.held import holding_audit
 from composer.observe.record import parse_line
 
 

@@ -38,6 +38,7 @@ EXPECTED_PLUGIN_API = {
     "Expression",
     "ManifestPath",
     "Partitioned",
+    "PostgresPools",
     "Problem",
     "Progress",
     "Provider",

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import composer
-from composer.observe.audit import QUEUE_BYTES, AuditLog
+from composer.observe.audit import AuditLog
+from composer.observe.audit.base import QUEUE_BYTES
 from composer.observe.record import AuditLine, read_lines
 
 PROVIDERS = """\

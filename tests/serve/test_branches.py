@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from composer import load_manifest
+from composer.branches import BranchStore
 from composer.manifest import Manifest
-from composer.serve.branches import BranchStore
 from composer.serve.models import BranchIn, InstructionIn, TurnRequest
 from composer.serve.service import ContextService
 from serve.conftest import CONFIGS

@@ -30,7 +30,7 @@ from starlette.types import Message
 
 from composer.serve.rates import MAX_KEY, RateLimit, rate_window
 from composer.serve.state import ProcessState
-from composer.serve.state_postgres import PostgresState
+from composer.serve.state.postgres import PostgresState
 from serve.conftest import Server, start_serve
 from serve.stores import postgres_dsn, redis_url, shared_store
 

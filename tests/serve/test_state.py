@@ -14,11 +14,11 @@ from memory.stores_fixtures import postgres_dsn, redis_url
 from builtin_providers.stores import SqliteMemoryStore
 from composer import load_manifest
 from composer.errors import ServeError
+from composer.manifest.dsn import mask_url
 from composer.serve.models import TurnRequest, WritebackRequest
 from composer.serve.service import ContextService
-from composer.serve.state import NO_TURN, StateStore, mask_url
-from composer.serve.state_open import open_state
-from composer.serve.state_postgres import PostgresState
+from composer.serve.state import NO_TURN, StateStore, open_state
+from composer.serve.state.postgres import PostgresState
 
 
 @pytest.fixture

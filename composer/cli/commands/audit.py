@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
 def _list(args: argparse.Namespace, output: Output) -> int:
     from composer.errors import AuditReadError
     from composer.inspect.turns import list_line, newest_turns
-    from composer.observe.audit_source import MAX_LIMIT
+    from composer.observe.audit.reader import MAX_LIMIT
 
     if not 1 <= args.limit <= MAX_LIMIT:
         output.error(f"composer audit list: --limit must be 1 to {MAX_LIMIT}")
@@ -144,7 +144,7 @@ def _print_listing(
         SkippedLine,
         diagnostic,
     )
-    from composer.observe.audit_source import shown
+    from composer.observe.audit.reader import shown
 
     turns = None
     if lines is not None:
@@ -226,7 +226,7 @@ def _turn(args: argparse.Namespace, turn: str | None, output: Output) -> AuditLi
     """The turn of the log named by ``turn`` (the newest when None), or None after saying
     why not (the log's location masked)."""
     from composer.errors import AuditReadError
-    from composer.observe.audit_source import find_turn, shown
+    from composer.observe.audit.reader import find_turn, shown
 
     try:
         line, skipped = find_turn(_log(args.file), turn, schema=args.schema)
@@ -242,13 +242,13 @@ def _turn(args: argparse.Namespace, turn: str | None, output: Output) -> AuditLi
 
 def _log(location: str) -> str | Path:
     """A DSN as given, anything else a file's path."""
-    from composer.observe.audit_source import is_dsn
+    from composer.observe.audit.reader import is_dsn
 
     return location if is_dsn(location) else Path(location)
 
 
 def _skipped(location: str, skipped: list[tuple[int, str]], output: Output) -> None:
-    from composer.observe.audit_source import shown
+    from composer.observe.audit.reader import shown
 
     for number, problem in skipped:
         output.warning(f"composer audit: {shown(location)}:{number}: {problem}; skipped")

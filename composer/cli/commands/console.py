@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         return FAILURE
     from composer.console import TurnSource
     from composer.errors import AuditReadError
-    from composer.observe.audit_source import is_dsn, shown
+    from composer.observe.audit.reader import is_dsn, shown
 
     source = TurnSource(args.file if is_dsn(args.file) else Path(args.file), args.schema)
     if not source.is_table and not Path(args.file).is_file():

@@ -252,7 +252,7 @@ def _state(args: argparse.Namespace) -> Any:
     import asyncio
 
     from composer.errors import ServeError
-    from composer.serve.state_open import open_state
+    from composer.serve.state import open_state
 
     url = args.state
     if url is None:

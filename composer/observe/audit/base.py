@@ -1,25 +1,14 @@
-"""The audit log's writers: a bounded queue and one thread per sink, so a turn never waits on it.
-
-``AuditQueue`` is the queue and thread every sink shares; ``AuditLog`` appends to a file (below),
-``StdoutAuditLog`` writes to standard output, and ``composer.observe.audit_postgres`` to a table.
+"""What every audit sink shares: a bounded queue and one thread, so a turn never waits on it.
 
 A turn appends its snapshot (``record.snapshot``) to the queue (``put`` never blocks: when the
 queue is full, in lines or in bytes, the line is dropped and counted) and, if the writer
 sleeps, wakes it. The writer then lingers ``LINGER_S`` so that the lines of many turns are
 made and written together: it wakes a few times a second under load, not once per turn, and so
 takes the interpreter from the turns as little as it can. It makes the snapshots' JSON lines,
-about ``BATCH_BYTES`` at a time, appends them to the file, and rotates the file before a line
-would take it past ``max_bytes`` (``turns.jsonl`` -> ``turns.jsonl.1`` -> ... -> ``.N``, the
-oldest deleted).
-
-The path is opened ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular file of this process's
-user: a planted symlink, a FIFO (which would block ``open`` until a reader came), a device or
-another user's file is refused, and the file is made 0600 (lines may hold text). A short write
-(a nearly full disk) is cut back to the end of the last whole line, so a torn line never glues
-onto the next one; ``written`` counts the lines that reached the file. A refusal or a failure
-to open, write or rotate (a full disk, a missing folder, no permission) loses those lines,
-counts them in ``failed``, and logs a warning (at most one a minute per kind of failure,
-masked); the next batch tries again. Nothing here raises into a turn.
+about ``BATCH_BYTES`` at a time, and hands them to the sink's ``_write`` (``file``,
+``stdout``, ``postgres``). A batch the sink could not write loses its lines, counted in
+``failed`` and warned (at most one warning a minute per kind of failure, masked); the next
+batch tries again. Nothing here raises into a turn.
 
 One sink serves one path (one DSN and schema, standard output) in this process, whatever number
 of loaded manifests write to it (``open_audit_log`` counts its users), so a reload never puts
@@ -29,29 +18,26 @@ two writers on one file.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import errno
 import logging
 import os
-import stat
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Required, TypedDict, TypeVar, cast
+
+from composer.observe.record import MAX_LINE_BYTES, json_line, weight
 
 __all__ = [
-    "AuditLog",
+    "BATCH_BYTES",
+    "LINGER_S",
+    "QUEUE_BYTES",
     "AuditQueue",
-    "StdoutAuditLog",
-    "audit_problem",
+    "QueueOptions",
     "open_audit_log",
     "release_audit_log",
 ]
-
-from composer.observe.record import MAX_LINE_BYTES, json_line, weight
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +51,21 @@ line is dropped: the queue's ``queue_size`` lines alone would let 10,000 long tu
 BATCH_BYTES = 1024 * 1024
 """About how much the writer makes into lines before it writes them."""
 
-_OPEN_FLAGS = (
-    os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
-)  # read: to see whether the file ends mid-line
-
 _WARN_EVERY_S = 60.0
 _YIELD_S = 0.0005  # the longest the writer makes lines before it lets a turn run
+
+
+class QueueOptions(TypedDict, total=False):
+    """The queue's settings, which every sink takes as keywords and hands to ``AuditQueue``."""
+
+    queue_size: Required[int]
+    """The most lines queued; past it, a turn's line is dropped (counted)."""
+    queue_bytes: int
+    """The most the queued snapshots may hold in all (``QUEUE_BYTES`` by default)."""
+    redact: Callable[[str], str] | None
+    """What masks the sink's warnings and errors."""
+    on_count: Callable[[str, int], None] | None
+    """Told of each change of a count (for metrics)."""
 
 
 class AuditQueue:
@@ -284,210 +279,10 @@ class AuditQueue:
         self.last_error = None
 
 
-class AuditLog(AuditQueue):
-    """Appends one JSON line per turn to ``path`` from a thread of its own, rotating it."""
-
-    kind = "file"
-
-    def __init__(
-        self,
-        path: Path,
-        *,
-        max_bytes: int,
-        backups: int,
-        queue_size: int,
-        queue_bytes: int = QUEUE_BYTES,
-        redact: Callable[[str], str] | None = None,
-        on_count: Callable[[str, int], None] | None = None,
-        encode: Callable[[Any], bytes] = json_line,
-        weigh: Callable[[Any], int] = weight,
-    ) -> None:
-        super().__init__(
-            str(path),
-            path,
-            queue_size=queue_size,
-            queue_bytes=queue_bytes,
-            redact=redact,
-            on_count=on_count,
-            weigh=weigh,
-        )
-        self.path = path
-        self._encode = encode
-        self.max_bytes = max_bytes
-        self.backups = backups
-        self._fd: int | None = None
-        self._size = 0
-
-    def _make(self, snapshot: Any) -> tuple[bytes, int]:
-        line = self._encode(snapshot)
-        return line, len(line)
-
-    def _write(self, lines: list[bytes]) -> None:
-        """Append ``lines``, rotating first wherever the next would pass ``max_bytes``."""
-        before = self.written
-        try:
-            self._open()
-            chunk: list[bytes] = []
-            size = 0
-            for line in lines:
-                held = self._size + size  # a line longer than max_bytes still goes, alone
-                if held and held + len(line) > self.max_bytes:
-                    self._append(chunk)
-                    chunk, size = [], 0
-                    self._close_fd()
-                    self._rotate()
-                    self._open()
-                chunk.append(line)
-                size += len(line)
-            self._append(chunk)
-        except OSError as e:
-            self._close_fd()
-            lost = len(lines) - (self.written - before)
-            kind = errno.errorcode.get(e.errno or 0, type(e).__name__)
-            self._lost(kind, lost, str(e.strerror or e))
-
-    def _append(self, lines: list[bytes]) -> None:
-        """Write ``lines`` and count them written; a short write is continued, and on an error
-        the file is cut back to the end of the last whole line, which alone are counted."""
-        assert self._fd is not None
-        data = b"".join(lines)
-        view = memoryview(data)
-        start, sent = self._size, 0
-        try:
-            while sent < len(data):
-                sent += os.write(self._fd, view[sent:])
-        except OSError:
-            whole = data.rfind(b"\n", 0, sent) + 1
-            if whole < sent:
-                with contextlib.suppress(OSError):  # if not, the next open ends the torn line
-                    os.ftruncate(self._fd, start + whole)
-            self._size = start + whole
-            self._count("written", data.count(b"\n", 0, whole))
-            raise
-        finally:
-            view.release()
-        self._size = start + sent
-        self._written(len(lines))
-
-    def _open(self) -> None:
-        """Open the path for appending, or raise: refused unless it is a regular file of this
-        process's user (a FIFO's ``open`` would block, a symlink or another user's file
-        would take the lines elsewhere); made 0600; a torn last line is ended first."""
-        if self._fd is not None:
-            return
-        try:
-            fd = os.open(self.path, _OPEN_FLAGS, 0o600)
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise OSError(e.errno, "a symbolic link: refused") from None
-            if e.errno == errno.ENXIO:  # a socket (or, where O_RDWR waits, a FIFO)
-                raise OSError(e.errno, "not a regular file: refused") from None
-            raise
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise OSError(errno.EINVAL, "not a regular file: refused")
-            if info.st_uid != os.geteuid():
-                raise OSError(errno.EPERM, f"owned by uid {info.st_uid}, not this user: refused")
-            if stat.S_IMODE(info.st_mode) != 0o600:
-                os.fchmod(fd, 0o600)
-            if info.st_size and os.pread(fd, 1, info.st_size - 1) != b"\n":
-                os.write(fd, b"\n")  # a line torn by a crash stays one bad line, alone
-            self._size = os.fstat(fd).st_size
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-
-    def _rotate(self) -> None:
-        base = str(self.path)
-        for n in range(self.backups - 1, 0, -1):
-            if os.path.exists(f"{base}.{n}"):
-                os.replace(f"{base}.{n}", f"{base}.{n + 1}")
-        os.replace(base, f"{base}.1")
-
-    def _close_fd(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def _finish(self) -> None:
-        self._close_fd()
-
-    def __repr__(self) -> str:
-        return f"<AuditLog {self.path.name} written={self.written} failed={self.failed}>"
-
-
-class StdoutAuditLog(AuditQueue):
-    """Writes one JSON line per turn to standard output (``sys.stdout`` when the batch is
-    written), for a log shipper: a reader that stalls holds the writer, never a turn."""
-
-    kind = "stdout"
-
-    def __init__(
-        self,
-        key: Hashable = "stdout",
-        *,
-        queue_size: int,
-        queue_bytes: int = QUEUE_BYTES,
-        redact: Callable[[str], str] | None = None,
-        on_count: Callable[[str, int], None] | None = None,
-    ) -> None:
-        super().__init__(
-            "standard output",
-            key,
-            queue_size=queue_size,
-            queue_bytes=queue_bytes,
-            redact=redact,
-            on_count=on_count,
-        )
-
-    def _write(self, lines: list[bytes]) -> None:
-        try:
-            stream = sys.stdout
-            stream.write(b"".join(lines).decode("ascii"))  # whole lines, one write
-            stream.flush()
-        except (OSError, ValueError, AttributeError) as e:  # closed, a broken pipe, None
-            self._lost(type(e).__name__, len(lines), str(e) or type(e).__name__)
-            return
-        self._written(len(lines))
-
-
 _OPEN: dict[Hashable, tuple[AuditQueue, int]] = {}
 _OPEN_LOCK = threading.Lock()
 
 _Sink = TypeVar("_Sink", bound=AuditQueue)
-
-
-def audit_problem(path: Path) -> str | None:
-    """Why every line for ``path`` would be lost, found without opening or making anything (for
-    ``composer validate``): a folder that is missing or this user cannot write in (the file
-    is made, and rotated, there), or a file the writer refuses or cannot write. None when
-    the writer can use it.
-    """
-    folder = path.parent
-    if not folder.is_dir():
-        if not folder.exists():
-            return f"no such folder for the audit file: {folder}"
-        return f"not a folder: {folder}"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"folder not writable by this user (the file is made and rotated there): {folder}"
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        return f"{path}: {e.strerror or e}"
-    if stat.S_ISLNK(info.st_mode):
-        return f"a symbolic link, which the writer refuses: {path}"
-    if not stat.S_ISREG(info.st_mode):
-        return f"not a regular file, which the writer refuses: {path}"
-    if info.st_uid != os.geteuid():
-        return f"owned by uid {info.st_uid}, not this user, which the writer refuses: {path}"
-    if not os.access(path, os.W_OK):
-        return f"not writable by this user: {path}"
-    return None
 
 
 def open_audit_log(key: Any, make: Callable[[Any], _Sink]) -> _Sink:

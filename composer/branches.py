@@ -1,4 +1,5 @@
-"""Branches kept by id for a server: a bounded LRU with an idle TTL.
+"""Branches kept by id, for the servers and the framework integrations: a bounded LRU with an
+idle TTL, and each branch's turns counted (``TurnCounter``).
 
 Each branch has its own registry (ADR-0008 D1), built from the one loaded manifest, so heavy
 provider state (an index, a connection, an MCP session) is shared through the manifest, as

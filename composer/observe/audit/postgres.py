@@ -30,24 +30,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
+from composer._postgres import with_schema
 from composer.manifest.dsn import describe_dsn
-from composer.observe.audit import QUEUE_BYTES, AuditQueue
-from composer.observe.audit_table import (
-    COLUMNS,
-    TABLE,
-    column_text,
-    connect,
-    create_table,
-    row_of,
-    statement,
-)
+from composer.observe.audit.base import AuditQueue, QueueOptions
+from composer.observe.audit.table import COLUMNS, TABLE, column_text, connect, create_table, row_of
 from composer.observe.record import Snapshot, json_line
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from psycopg import Connection
 
 __all__ = ["RETAIN_BATCH", "RETAIN_EVERY_S", "PostgresAuditLog"]
@@ -95,19 +86,10 @@ class PostgresAuditLog(AuditQueue):
         max_age_s: float,
         max_rows: int,
         timeout_s: float,
-        queue_size: int,
-        queue_bytes: int = QUEUE_BYTES,
-        redact: Callable[[str], str] | None = None,
-        on_count: Callable[[str, int], None] | None = None,
+        **queue: Unpack[QueueOptions],
     ) -> None:
-        super().__init__(
-            f"{describe_dsn(dsn)} schema {schema}",
-            ("postgres", dsn, schema, writer),
-            queue_size=queue_size,
-            queue_bytes=queue_bytes,
-            redact=redact,
-            on_count=on_count,
-        )
+        label = f"{describe_dsn(dsn)} schema {schema}"
+        super().__init__(label, ("postgres", dsn, schema, writer), **queue)
         self._dsn = dsn
         self.schema = schema
         self.writer = writer
@@ -142,7 +124,7 @@ class PostgresAuditLog(AuditQueue):
             return
         try:
             conn = self._connection()
-            with conn.transaction(), conn.cursor().copy(statement(_COPY, self.schema)) as copy:
+            with conn.transaction(), conn.cursor().copy(with_schema(_COPY, self.schema)) as copy:
                 for row in lines:
                     copy.write_row(row)
         except Exception as e:  # psycopg.Error, OSError, a row psycopg could not send
@@ -192,7 +174,7 @@ class PostgresAuditLog(AuditQueue):
                     }
                     kinds = [_BY_AGE, _BY_ROWS] + ([_PREVIOUS_BY_AGE] if self.manifest else [])
                     for text in kinds:
-                        done = conn.execute(statement(text, self.schema), values)
+                        done = conn.execute(with_schema(text, self.schema), values)
                         deleted = max(deleted, done.rowcount)
         except Exception as e:
             self._warn("retention", f"audit log {self.label}: retention failed: {e!r}")

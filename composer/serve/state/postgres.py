@@ -1,27 +1,28 @@
 """Branch state in PostgreSQL (``composer serve --state postgresql://...``), shared by replicas.
 
 One table, ``branches``, in its own schema (``--state-schema``, default ``composer_state``),
-beside the rate limits' ``rate_windows`` (``composer.serve.rates_postgres``), created on first
-use under an advisory lock (replicas start together). A turn is counted in
-one statement (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``), so two replicas counting
-the same branch at once get two numbers; a record idle past its TTL counts as gone (a new
-epoch) before the sweep removes it. Times are the database's own clock, never a replica's.
-Connections are not checked when taken from the pool (that would be a third round trip per
-turn): after the database restarts, the request that meets a dead connection answers 503
-and the pool replaces it.
-psycopg 3 and its pool come from the ``postgres`` extra, imported on first use.
+beside the rate limits' ``rate_windows`` (``postgres_rates``), created on first use under an
+advisory lock (replicas start together). A turn is counted in one statement (``INSERT ... ON
+CONFLICT DO UPDATE ... RETURNING``), so two replicas counting the same branch at once get two
+numbers; a record idle past its TTL counts as gone (a new epoch) before the sweep removes it.
+Times are the database's own clock, never a replica's. Connections are not checked when taken
+from the pool (that would be a third round trip per turn): after the database restarts, the
+request that meets a dead connection answers 503 and the pool replaces it. psycopg 3 and its
+pool come from the ``postgres`` extra, imported on first use (``composer._postgres``: a pool
+per event loop).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import secrets
 from typing import TYPE_CHECKING, Any
 
+from composer._postgres import PostgresPools, with_schema
 from composer.errors import ServeError
-from composer.serve.rates_postgres import CREATE_RATES, EXPIRE_RATES, PostgresRateStorage
-from composer.serve.state import BranchRecord, SharedState, TurnSlot, cut, mask_url
+from composer.manifest.dsn import mask_url
+from composer.serve.state.base import BranchRecord, SharedState, TurnSlot, cut
+from composer.serve.state.postgres_rates import CREATE_RATES, EXPIRE_RATES, PostgresRateStorage
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -87,7 +88,6 @@ class PostgresState(SharedState):
     """Branch records in a PostgreSQL schema; the pool opens on first use, per event loop."""
 
     kind = "postgres"
-    shared = True
 
     def __init__(
         self,
@@ -105,8 +105,15 @@ class PostgresState(SharedState):
         self.ttl_s = ttl_s
         self.pool_size = pool_size
         self.timeout_s = timeout_s
-        # A pool belongs to the event loop it was opened in (one per worker process).
-        self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
+        self._pools = PostgresPools(
+            dsn,
+            name=f"composer-state-{schema}",
+            size=pool_size,
+            timeout_s=timeout_s,
+            check=False,
+            needed_by="--state postgresql://",
+            error=ServeError,
+        )
         self._created = False
         self._composed: dict[str, Any] = {}
         self._rates = PostgresRateStorage(self._one)
@@ -192,10 +199,7 @@ class PostgresState(SharedState):
 
     async def aclose(self) -> None:
         """Close the running loop's pool; pools of loops that are gone are dropped."""
-        pools, self._pools = self._pools, {}
-        pool = pools.pop(asyncio.get_running_loop(), None)
-        if pool is not None:
-            await pool.close()
+        await self._pools.aclose()
 
     async def _one(self, statement: str, params: dict[str, Any], *, returns: bool = True) -> Any:
         pool = await self._pool()
@@ -207,34 +211,11 @@ class PostgresState(SharedState):
         """``statement`` with this store's schema, composed once (a turn runs two)."""
         composed = self._composed.get(statement)
         if composed is None:
-            from psycopg import sql
-
-            composed = sql.SQL(statement).format(s=sql.Identifier(self.schema))
-            self._composed[statement] = composed
+            composed = self._composed[statement] = with_schema(statement, self.schema)
         return composed
 
     async def _pool(self) -> AsyncConnectionPool[Any]:
-        loop = asyncio.get_running_loop()
-        pool = self._pools.get(loop)
-        if pool is None:
-            try:
-                from psycopg_pool import AsyncConnectionPool
-            except ImportError as e:
-                raise ServeError(
-                    "--state postgresql:// needs psycopg 3 and psycopg_pool: "
-                    "pip install 'context-composer[postgres]'"
-                ) from e
-            pool = AsyncConnectionPool(
-                self.dsn,
-                min_size=1,
-                max_size=self.pool_size,
-                open=False,
-                timeout=self.timeout_s,
-                kwargs={"autocommit": True, "connect_timeout": max(1, round(self.timeout_s))},
-                name=f"composer-state-{self.schema}",
-            )
-            await pool.open(wait=False)
-            self._pools[loop] = pool
+        pool = await self._pools.pool()
         if not self._created:
             await self._create(pool)
         return pool

@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from composer.observe.audit import AuditQueue
+    from composer.observe.audit.base import AuditQueue
     from composer.observe.record import Snapshot
 
 __all__ = ["HeldLines", "hold", "holding_audit"]

@@ -3,7 +3,7 @@
 ``read_turns`` is the one reader (``composer audit list|show|diff`` and the web console go
 through it); ``find_turn`` names one turn by its id or a unique prefix. A location is a file
 path, or a DSN (``postgresql://...`` or ``postgres://...``) with a schema, whose table is the
-one ``runtime.audit.postgres`` writes (``composer.observe.audit_table``). A table is read
+one ``runtime.audit.postgres`` writes (``composer.observe.audit.table``). A table is read
 with SQL (the filters, the newest-first order, the limit and the offset are the server's);
 a file is read once, line by line, keeping only the page asked for. Every line, a file's or
 a row's, is parsed by ``record.parse_line`` alone, which never raises: a line of any shape
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from composer._postgres import import_psycopg, with_schema
 from composer.errors import AuditReadError
 from composer.manifest.dsn import describe_dsn, dsn_secrets
 from composer.manifest.models import redact
@@ -116,11 +117,10 @@ def read_turns(
         raise ValueError(
             f"limit must be 0 to {MAX_LIMIT} and offset 0 to {MAX_OFFSET}: {limit}, {offset}"
         )
-    window = (_utc(since), _utc(until))
+    ask = _Ask(limit, offset, turn, branch, principal, (_utc(since), _utc(until)))
     if is_dsn(location):
-        table = _Table(str(location), schema, timeout_s)
-        return _from_table(table, limit, offset, turn, branch, principal, window)
-    return _from_file(Path(location), limit, offset, turn, branch, principal, window)
+        return _from_table(_Table(str(location), schema, timeout_s), ask)
+    return _from_file(Path(location), ask)
 
 
 def find_turn(
@@ -151,16 +151,21 @@ def _utc(moment: _dt.datetime | None) -> _dt.datetime | None:
     return moment.replace(tzinfo=_dt.UTC)
 
 
-def _from_file(
-    path: Path,
-    limit: int,
-    offset: int,
-    turn: str | None,
-    branch: str | None,
-    principal: str | None,
-    window: Window,
-) -> TurnPage:
-    kept: deque[AuditLine] = deque(maxlen=limit + offset)
+@dataclass(frozen=True)
+class _Ask:
+    """What one read asks for: a page of ``limit`` turns past ``offset``, of those that
+    match the filters of ``read_turns``."""
+
+    limit: int
+    offset: int
+    turn: str | None
+    branch: str | None
+    principal: str | None
+    window: Window
+
+
+def _from_file(path: Path, ask: _Ask) -> TurnPage:
+    kept: deque[AuditLine] = deque(maxlen=ask.limit + ask.offset)
     skipped: list[tuple[int, str]] = []
     total = unreadable = 0
     try:
@@ -169,13 +174,13 @@ def _from_file(
                 unreadable += 1
                 if len(skipped) < MAX_SKIPPED:
                     skipped.append((number, line))
-            elif matches(line, turn, branch, principal, window):
+            elif matches(line, ask.turn, ask.branch, ask.principal, ask.window):
                 total += 1
                 kept.append(line)
     except OSError as e:
         raise AuditReadError(f"{path}: {e.strerror or e}") from None
     newest = list(reversed(kept))
-    return TurnPage(newest[offset : offset + limit], total, skipped, unreadable)
+    return TurnPage(newest[ask.offset : ask.offset + ask.limit], total, skipped, unreadable)
 
 
 def matches(
@@ -207,25 +212,17 @@ class _Table:
     timeout_s: float
 
 
-def _from_table(
-    table: _Table,
-    limit: int,
-    offset: int,
-    turn: str | None,
-    branch: str | None,
-    principal: str | None,
-    window: Window,
-) -> TurnPage:
-    from composer.observe.audit_table import INDEXED_CHARS, connect, statement
+def _from_table(table: _Table, ask: _Ask) -> TurnPage:
+    from composer.observe.audit.table import INDEXED_CHARS, connect
 
     where: list[str] = []
     values: list[Any] = []
-    if turn is not None:
+    if ask.turn is not None:
         where.append("turn_id LIKE %s")
-        values.append(_like_prefix(turn[:INDEXED_CHARS]))
+        values.append(_like_prefix(ask.turn[:INDEXED_CHARS]))
     for column, value, before, after in (
-        ("branch_id", branch, '"branch":{"id":', ',"name":'),
-        ("principal", principal, '"principal":', '},"manifest":'),
+        ("branch_id", ask.branch, '"branch":{"id":', ',"name":'),
+        ("principal", ask.principal, '"principal":', '},"manifest":'),
     ):
         if value is not None:
             where.append(f"{column} = %s")
@@ -233,7 +230,7 @@ def _from_table(
             if len(value) >= INDEXED_CHARS:  # the column holds its start: the line decides
                 where.append("strpos(line, %s) > 0")  # as json_line wrote it, never parsed
                 values.append(before + json.dumps(value) + after)
-    since, until = window
+    since, until = ask.window
     if since is not None:
         where.append("time >= %s")
         values.append(since)
@@ -242,26 +239,20 @@ def _from_table(
         values.append(until)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     dsn, schema, where_shown = table.dsn, table.schema, shown(table.dsn)
-    try:
-        import psycopg
-    except ImportError:
-        raise AuditReadError(
-            f"{where_shown}: reading an audit table needs psycopg: "
-            "pip install 'context-composer[postgres]'"
-        ) from None
+    psycopg = import_psycopg(f"{where_shown}: reading an audit table", AuditReadError)
     try:
         with connect(dsn, table.timeout_s) as conn:
             rows = conn.execute(
-                statement(
+                with_schema(
                     "SELECT seq, CASE WHEN octet_length(line) <= %s THEN line END"
                     f" FROM {{s}}.audit_turns{clause}"
                     " ORDER BY time DESC, seq DESC LIMIT %s OFFSET %s",
                     schema,
                 ),
-                [MAX_LINE_BYTES, *values, limit, offset],
+                [MAX_LINE_BYTES, *values, ask.limit, ask.offset],
             ).fetchall()
             counted = conn.execute(
-                statement(f"SELECT count(*) FROM {{s}}.audit_turns{clause}", schema), values
+                with_schema(f"SELECT count(*) FROM {{s}}.audit_turns{clause}", schema), values
             ).fetchone()
     except psycopg.errors.UndefinedTable:
         raise AuditReadError(

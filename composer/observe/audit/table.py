@@ -17,10 +17,10 @@ value. Values are masked as in the line (the line's own ``redact``).
 
 A table of the previous version (without ``writer`` and ``written``) is upgraded by the first
 writer that connects (``create_table``): both columns are added, empty in the rows already
-there (``audit_postgres`` says what becomes of those), and their indexes built.
+there (``postgres`` says what becomes of those), and their indexes built.
 
-psycopg 3 is imported only here and only when a table is used (the ``postgres`` extra); a
-missing extra is an ``ImportError`` saying what to install.
+psycopg 3 is imported only when a table is used (the ``postgres`` extra, through
+``composer._postgres``); a missing extra is an ``ImportError`` saying what to install.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ import datetime as _dt
 import math
 from typing import TYPE_CHECKING, Any
 
+from composer._postgres import import_psycopg, with_schema
 from composer.observe.record import Snapshot
 
 if TYPE_CHECKING:
     from psycopg import Connection
-    from psycopg.sql import Composed
 
 __all__ = [
     "COLUMNS",
@@ -44,7 +44,6 @@ __all__ = [
     "connect",
     "create_table",
     "row_of",
-    "statement",
 ]
 
 TABLE = "audit_turns"
@@ -107,24 +106,12 @@ every row), past the connection's own statement timeout."""
 _CREATE_LOCK = 0x636F6D706F736572  # "composer": one creator at a time, whatever the schema
 
 
-def statement(text: str, schema: str) -> Composed:
-    """``text`` with ``{s}`` as the quoted schema."""
-    from psycopg import sql
-
-    return sql.SQL(text).format(s=sql.Identifier(schema))
-
-
 def connect(dsn: str, timeout_s: float) -> Connection[Any]:
     """A connection in autocommit whose connecting, statements and unanswered sends each give
     up after about ``timeout_s`` (a server that stops answering never holds the caller)."""
-    try:
-        import psycopg
-    except ImportError:
-        raise ImportError(
-            "an audit table needs psycopg: pip install 'context-composer[postgres]'"
-        ) from None
+    psycopg = import_psycopg("an audit table")
     ms = max(1, int(timeout_s * 1000))
-    conn = psycopg.connect(
+    conn: Connection[Any] = psycopg.connect(
         dsn,
         autocommit=True,
         application_name="composer-audit",
@@ -165,7 +152,7 @@ def create_table(conn: Connection[Any], schema: str) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
             conn.execute(f"SET LOCAL statement_timeout = {int(UPGRADE_TIMEOUT_S * 1000)}")
             for text in _UPGRADE if exists else _DDL + _UPGRADE:
-                conn.execute(statement(text, schema))
+                conn.execute(with_schema(text, schema))
     except InsufficientPrivilege as e:
         raise RuntimeError(
             f"{schema}.{TABLE} is missing or of a previous version (no writer and written "

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from composer.caching.redis import close_loop_client, loop_client
 from composer.errors import ServeError
-from composer.serve.state import BranchRecord, SharedState, TurnSlot, cut, mask_url
+from composer.manifest.dsn import mask_url
+from composer.serve.state.base import BranchRecord, SharedState, TurnSlot, cut
 
 if TYPE_CHECKING:
     from limits.aio.storage import RedisStorage
@@ -53,7 +54,6 @@ class RedisState(SharedState):
     """Branch records under a key prefix in one Redis database."""
 
     kind = "redis"
-    shared = True
 
     def __init__(
         self,
