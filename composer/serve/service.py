@@ -191,11 +191,16 @@ class ContextService:
         secrets masked. ``RequestRefused`` (403) when the request states another value for a
         key bound to the principal."""
         given = request.instruction
-        instruction = Instruction(given.text, guidance=given.guidance, context=given.context)
+        rendered = None
         if given.guidance and not isinstance(given.guidance, str):
             # PyYAML's dumper is slow on data: render it off the event loop, for the fold
-            text = await asyncio.to_thread(render_guidance, given.guidance)
-            instruction._rendered_guidance = text  # type: ignore[attr-defined]
+            rendered = await asyncio.to_thread(render_guidance, given.guidance)
+        instruction = Instruction(
+            given.text,
+            guidance=given.guidance,
+            context=given.context,
+            rendered_guidance=rendered,
+        )
         metadata = bind(principal, request.branch.metadata)
         key = _key(principal, request.branch.id)
         async with self.branches.use(key) as entry:
