@@ -43,6 +43,9 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 __all__ = [
+    "BATCH_BYTES",
+    "LINGER_S",
+    "QUEUE_BYTES",
     "AuditLog",
     "AuditQueue",
     "StdoutAuditLog",

@@ -57,7 +57,7 @@ from composer.serve.state import BranchRecord, ProcessState, StateStore, report_
 from composer.serve.tenancy import check_isolation
 from composer.turn import Branch, Instruction, prepare_turn, render_guidance
 
-__all__ = ["ContextService", "mask_strings"]
+__all__ = ["STATE_CHECK_S", "ContextService", "mask_strings"]
 
 logger = logging.getLogger(__name__)
 
