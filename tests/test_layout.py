@@ -174,7 +174,7 @@ def test_only_the_models_write_a_manifests_private_attributes() -> None:
                 if isinstance(node, ast.AnnAssign | ast.AugAssign):
                     targets = [node.target]
                 writes += [
-                    f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(target)}"
+                    f"{path.relative_to(ROOT)}:{target.lineno}: {ast.unparse(target)}"
                     for target in targets
                     if isinstance(target, ast.Attribute)
                     and target.attr in private
