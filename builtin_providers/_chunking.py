@@ -20,7 +20,7 @@ from markdown_it import MarkdownIt
 
 from composer.plugin import count_tokens
 
-__all__ = ["ChunkBy", "Passage", "split_passages"]
+__all__ = ["ChunkBy", "Passage", "Piece", "split_passages"]
 
 ChunkBy = Literal["heading", "paragraph"]
 

@@ -23,7 +23,7 @@ from composer.plugin import (
     count_tokens,
 )
 
-__all__ = ["BLOCK_CHARS", "MAX_BLOCK_CHARS", "RENDER_LIMITS", "pack", "wrap_reserve"]
+__all__ = ["BLOCK_CHARS", "MAX_BLOCK_CHARS", "RENDER_LIMITS", "Render", "pack", "wrap_reserve"]
 
 BLOCK_CHARS = 100_000
 """The default character cap on a rendered block (the template sandbox's own default)."""

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TEMPLATE",
+    "INSTALL_HINT",
     "McpConfig",
     "McpProvider",
     "McpSession",

@@ -34,15 +34,15 @@ from composer.caching import (
 from composer.catalog import ProviderTypes, catalog_of
 from composer.errors import PluginError, ProviderError
 from composer.hooks import (
+    PROVIDER_HOOKS,
     CacheKey,
     Closeable,
     Constant,
-    DisplayQuery,
     Progress,
     WarmUp,
     Writeback,
     WritebackCount,
-    require_coroutines,
+    check_hooks,
 )
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
 from composer.outcomes import Turn, current_turn, note, note_degraded
@@ -289,13 +289,11 @@ def declared_hooks(cls: type) -> frozenset[type]:
 
     Hooks are methods of the class, so this is answered once per class rather than once per
     branch (a Protocol check is slow, and attach runs for every conversation). A class whose
-    ``writeback``, ``warm_up`` or ``aclose`` is not ``async def`` is refused with a
-    ``PluginError`` naming it (a refusal is not cached: it is raised again each time).
+    hook cannot take the engine's call, or whose ``writeback``, ``warm_up`` or ``aclose`` is
+    not ``async def``, is refused with a ``PluginError`` naming it and the hook
+    (``composer.hooks.check_hooks``; a refusal is not cached: it is raised again each time).
     """
-    hooks = (Writeback, WarmUp, Closeable, CacheKey, DisplayQuery, Constant)
-    found = frozenset(hook for hook in hooks if issubclass(cls, hook))
-    require_coroutines(cls, found)
-    return found
+    return check_hooks(cls, PROVIDER_HOOKS)
 
 
 def manage(

@@ -3,8 +3,9 @@
 Entry points of the ``composer.providers`` group are listed once per process (per
 ``sys.path``) and each is loaded by name the first time a manifest uses its type, so a broken
 plugin fails only the manifests that name it, and attaching a manifest to a branch never
-rescans the installed packages (the loader binds its catalog to the manifest it makes:
-``bind_catalog``, read back with ``catalog_of``).
+rescans the installed packages (the loader binds its catalog to the manifest it makes, read
+back with ``catalog_of``). A type's config model is checked when the type is added or loaded:
+its hooks (``composer.hooks.CONFIG_HOOKS``) must take the calls the engine makes.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from composer.errors import PluginError, UnknownProviderType
+from composer.hooks import CONFIG_HOOKS, check_hooks
 from composer.manifest.models import Manifest
 from composer.plugin import ProviderType
 
-__all__ = ["ENTRY_POINT_GROUP", "ProviderTypes", "bind_catalog", "catalog_of"]
+__all__ = ["ENTRY_POINT_GROUP", "ProviderTypes", "catalog_of"]
 
 ENTRY_POINT_GROUP = "composer.providers"
 
@@ -37,8 +39,11 @@ class ProviderTypes:
             self.add(ptype)
 
     def add(self, ptype: ProviderType[Any]) -> None:
+        """Add ``ptype``; a ``PluginError`` when it is not a ``ProviderType``, when its config's
+        hooks cannot take the engine's calls, or when another type has its name."""
         if not isinstance(ptype, ProviderType):
             raise PluginError(f"not a ProviderType: {type(ptype).__name__}")
+        check_hooks(ptype.config, CONFIG_HOOKS)
         existing = self._types.get(ptype.name)
         if existing is not None and existing is not ptype:
             raise PluginError(f"provider type {ptype.name!r} is registered twice")
@@ -125,6 +130,10 @@ def _load(ep: EntryPoint) -> ProviderType[Any]:
         )
     if ptype.name != ep.name:
         raise PluginError(f"{where} provides type {ptype.name!r}", entry_point=ep.value)
+    try:
+        check_hooks(ptype.config, CONFIG_HOOKS)
+    except PluginError as e:
+        raise PluginError(f"{where}: {e}", entry_point=ep.value) from e
     return ptype
 
 
@@ -142,10 +151,5 @@ def catalog_of(manifest: Manifest) -> ProviderTypes | None:
     catalog is kept on the manifest, which knows nothing of it: a data model that imported
     the catalog would import the plugin contract, which imports the models.
     """
-    types = manifest._types
+    types = manifest.types
     return types if isinstance(types, ProviderTypes) else None
-
-
-def bind_catalog(manifest: Manifest, types: ProviderTypes) -> None:
-    """Remember that ``types`` validated ``manifest`` (the loader's last step)."""
-    manifest._types = types

@@ -2,10 +2,12 @@
 
 ADR-0008 requires only ``provide``. Everything else a provider can do is one of these
 Protocols, checked once when the engine wraps the provider (``composer.build``), never probed
-with ``getattr`` on each call. The three that the engine awaits (``writeback``, ``warm_up``,
-``aclose``) must be ``async def``: a class whose hook is a plain function is refused then, with
-a ``PluginError`` naming it, rather than failing with a ``TypeError`` at the first turn or at
-shutdown (``require_coroutines``):
+with ``getattr`` on each call. Each hook a class declares must take the call the engine makes,
+the one its Protocol spells (every parameter the Protocol lists is passed, by position; extra
+optional parameters, ``*args`` and ``**kwargs`` are fine), and the three that the engine
+awaits (``writeback``, ``warm_up``, ``aclose``) must be ``async def``: a class whose hook does
+not is refused then, with a ``PluginError`` naming the class and the hook, rather than failing
+with a ``TypeError`` at the first turn, the first writeback or at shutdown (``check_hooks``):
 
 * ``Writeback``: ``async writeback(branch, action_responses)``, called after tool calls (ADR D7);
   it may return how many items it stored, an ``int`` or a ``WritebackCount`` that also says
@@ -29,7 +31,8 @@ field's line without building the provider;
 written literally (a DSN's password), which the loader adds to what ``Manifest.redact`` masks;
 and ``Partitioned``, ``partition() -> str | None``, the template that splits data several
 tenants share (a shared store's namespace), which a server checks reads only what
-authentication binds.
+authentication binds. A config's hooks are checked the same way when its type is loaded
+(``composer.catalog``), so that a wrong one is an error at the line of the entry naming it.
 """
 
 from __future__ import annotations
@@ -37,13 +40,15 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from composer.errors import PluginError
 
 __all__ = [
+    "CONFIG_HOOKS",
+    "PROVIDER_HOOKS",
     "CacheKey",
     "Check",
     "Closeable",
@@ -56,7 +61,7 @@ __all__ = [
     "WarmUp",
     "Writeback",
     "WritebackCount",
-    "require_coroutines",
+    "check_hooks",
 ]
 
 Progress = Callable[[int, int], None]
@@ -186,17 +191,83 @@ class Secrets(Protocol):
     def secrets(self) -> list[str]: ...
 
 
-_AWAITED = {Writeback: "writeback", WarmUp: "warm_up", Closeable: "aclose"}
-"""The hooks the engine awaits, by the method each names."""
+PROVIDER_HOOKS: tuple[type, ...] = (Writeback, WarmUp, Closeable, CacheKey, DisplayQuery, Constant)
+"""The hooks of a provider (``composer.build`` looks for them when it wraps one)."""
+
+CONFIG_HOOKS: tuple[type, ...] = (Check, Secrets, Partitioned)
+"""The hooks of a provider's config (``composer.catalog`` checks them when it loads a type)."""
+
+_METHODS: dict[type, str] = {
+    Writeback: "writeback",
+    WarmUp: "warm_up",
+    Closeable: "aclose",
+    CacheKey: "cache_key",
+    DisplayQuery: "display_query",
+    Constant: "constant_text",
+    Check: "check",
+    Secrets: "secrets",
+    Partitioned: "partition",
+}
+"""The method each hook names."""
+
+_AWAITED = frozenset({Writeback, WarmUp, Closeable})
+"""The hooks the engine awaits."""
 
 
-def require_coroutines(cls: type, hooks: frozenset[type]) -> None:
-    """Raise ``PluginError`` naming ``cls`` when one of ``hooks`` that the engine awaits is
-    not an ``async def`` method of it."""
-    for hook, method in _AWAITED.items():
-        if hook in hooks and not inspect.iscoroutinefunction(getattr(cls, method, None)):
-            name = f"{cls.__module__}.{cls.__qualname__}"
+def check_hooks(cls: type, hooks: Iterable[type]) -> frozenset[type]:
+    """The ones of ``hooks`` that ``cls`` declares, each checked as the engine will call it.
+
+    Raises ``PluginError`` naming ``cls`` and the hook when one cannot take the engine's call
+    (a parameter too many, or one missing) or, for one the engine awaits, is not an
+    ``async def`` method: refused here, as pluggy refuses a hook at registration, rather than
+    failing at the first turn, writeback or shutdown.
+    """
+    found = frozenset(hook for hook in hooks if issubclass(cls, hook))
+    for hook in found:
+        method = _METHODS[hook]
+        name = f"{cls.__module__}.{cls.__qualname__}.{method}"
+        if hook in _AWAITED and not inspect.iscoroutinefunction(getattr(cls, method)):
             raise PluginError(
-                f"{name}.{method} must be a coroutine function (async def): the engine "
+                f"{name} must be a coroutine function (async def): the engine "
                 f"awaits it, and a plain function would fail there with a TypeError"
             )
+        refusal = _refused_call(cls, hook, method)
+        if refusal is not None:
+            raise PluginError(f"{name}{refusal}")
+    return found
+
+
+def _refused_call(cls: type, hook: type, method: str) -> str | None:
+    """Why ``cls``'s ``method`` cannot take the call its ``hook`` spells (its signature, then
+    why), else None.
+
+    The call is built from the Protocol's own signature: each parameter after ``self`` is
+    passed, by position (by keyword when the Protocol makes it keyword-only), whether or not
+    the Protocol gives it a default, since the engine always passes it (``warm_up(progress)``
+    with None). A method that no signature describes (a builtin, an unusual descriptor) is
+    not judged: it will fail, if at all, where it is called.
+    """
+    spelled = list(inspect.signature(getattr(hook, method)).parameters.values())[1:]
+    args = [p.name for p in spelled if p.kind is not p.KEYWORD_ONLY]
+    kwargs = {p.name: p.name for p in spelled if p.kind is p.KEYWORD_ONLY}
+    static = inspect.getattr_static(cls, method)
+    if isinstance(static, staticmethod | classmethod):
+        receiver: list[str] = []  # getattr gives a function without self, or one bound to cls
+    elif inspect.isfunction(static):
+        receiver = ["self"]
+    else:
+        return None
+    try:
+        own = inspect.signature(getattr(cls, method))
+    except (TypeError, ValueError):
+        return None
+    try:
+        own.bind(*receiver, *args, **kwargs)
+    except TypeError as e:
+        bare = own.replace(
+            parameters=[p.replace(annotation=p.empty) for p in own.parameters.values()],
+            return_annotation=own.empty,
+        )
+        call = ", ".join([*args, *(f"{k}=..." for k in kwargs)])
+        return f"{bare} cannot take the engine's call {method}({call}): {e}"
+    return None

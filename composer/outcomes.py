@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import Literal, NamedTuple
 
 __all__ = [
+    "CURRENT_TURN",
     "RECENT_TURNS",
     "Outcome",
     "ProviderOutcome",

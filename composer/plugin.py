@@ -14,9 +14,11 @@ option added later to every provider (``timeout_s``, ``cache``, ``wrap``). A pro
 produces its text. It may also declare the optional hooks of ``composer.hooks``:
 ``writeback`` (ADR D7), ``warm_up``, ``aclose``, ``cache_key``, ``display_query`` and
 ``constant_text``; the engine looks for them once per provider class, when it wraps the
-provider, and refuses a class whose ``writeback``, ``warm_up`` or ``aclose`` is not
-``async def`` (a ``PluginError`` naming it). What its spans are is the type's to say
-(``ProviderType.operation``), never guessed from its name.
+provider, and refuses a class whose hook cannot take the call the engine makes (its
+Protocol's parameters) or whose ``writeback``, ``warm_up`` or ``aclose`` is not ``async def``
+(a ``PluginError`` naming the class and the hook). A config model's hooks (``check``,
+``secrets``, ``partition``) are checked the same way when the type is loaded. What its spans
+are is the type's to say (``ProviderType.operation``), never guessed from its name.
 
 ``Provider`` is an optional base class: it keeps the config and name and hands ``produce`` the
 turn's template context. The built-in types (``builtin_providers``) import nothing of composer
@@ -46,7 +48,7 @@ from composer.hooks import (
     WarmUp,
     Writeback,
     WritebackCount,
-    require_coroutines,
+    check_hooks,
 )
 from composer.manifest.dsn import describe_dsn, dsn_secrets
 from composer.manifest.models import Manifest, ManifestPath, ProviderConfig, StrictModel, redact
@@ -54,7 +56,6 @@ from composer.registry import ContextProvider
 from composer.templating import (
     CONTEXT_NAMES,
     CompiledTemplate,
-    Expression,
     RenderLimits,
     Template,
     TemplateShape,
@@ -76,7 +77,6 @@ __all__ = [
     "Constant",
     "ContextProvider",
     "DisplayQuery",
-    "Expression",
     "ManifestPath",
     "Partitioned",
     "PostgresPools",
@@ -116,6 +116,7 @@ _DEPRECATED = {
     "compile_expression": "composer.templating",
     "template_field": "composer.templating",
     "branch_memory": "composer.templating.views",
+    "Expression": "composer.templating",
 }
 """Names this module exported that no provider type needs: still importable, with a
 ``DeprecationWarning``, for one release; they will then be removed."""
@@ -152,14 +153,14 @@ class BuildContext:
 
         Use it for what is heavy or holds resources (an index, a connection pool); a value
         that is ``Closeable`` is closed by ``Manifest.aclose()``, so its ``aclose`` must be
-        ``async def`` (a ``PluginError`` naming its class, here, otherwise). One ``key``
+        ``async def`` and take no argument (a ``PluginError`` naming its class, here,
+        otherwise). One ``key``
         holds one kind of value: the caller that made it decides its type.
         """
         cache = self.manifest.shared
         if key not in cache:
             value = make()
-            if isinstance(value, Closeable):
-                require_coroutines(type(value), frozenset({Closeable}))
+            check_hooks(type(value), [Closeable])
             cache[key] = value
         return cast(T, cache[key])
 

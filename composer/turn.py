@@ -38,12 +38,25 @@ __all__ = [
 
 
 class Instruction:
-    """One user turn: the text, optional guidance (str or data), optional context."""
+    """One user turn: the text, optional guidance (str or data), optional context.
 
-    def __init__(self, text: str, *, guidance: Any = None, context: Any = None) -> None:
+    ``rendered_guidance`` is ``guidance`` already rendered to text by the caller (a server
+    renders data off its event loop: PyYAML's dumper is slow on large data); when it is a
+    string the fold uses it as it is, else it renders ``guidance`` itself (``render_guidance``).
+    """
+
+    def __init__(
+        self,
+        text: str,
+        *,
+        guidance: Any = None,
+        context: Any = None,
+        rendered_guidance: str | None = None,
+    ) -> None:
         self.text = text
         self.guidance = guidance
         self.context = context
+        self.rendered_guidance = rendered_guidance
 
     def __repr__(self) -> str:
         return f"Instruction(text={self.text!r})"
@@ -51,6 +64,12 @@ class Instruction:
 
 class Branch:
     """A conversation branch that owns, lazily, one provider registry (ADR D1)."""
+
+    turn_key: str | None = None
+    """What tells this turn of the branch from the next, for idempotent writebacks
+    (``composer.plugin.turn_key``). None: the number of ``messages``, which ``prepare_turn``
+    grows by one a turn; whoever keeps a branch without its messages (a server, a framework
+    session) sets it before each turn and writeback."""
 
     def __init__(
         self,
@@ -208,10 +227,9 @@ def render_guidance(guidance: Any) -> str:
 def _fold(branch: Branch, instruction: Instruction) -> str | None:
     """``system + "\\n".join(slot) + guidance`` with no other separator (ADR D4 rendering).
 
-    A caller that rendered non-string guidance already (a server does it off its event loop:
-    PyYAML's dumper is slow on large data) leaves the text in ``_rendered_guidance``.
+    Guidance a caller rendered already is taken as it is (``Instruction.rendered_guidance``).
     """
-    rendered = getattr(instruction, "_rendered_guidance", None)
+    rendered = instruction.rendered_guidance
     guidance = rendered if isinstance(rendered, str) else render_guidance(instruction.guidance)
     if branch.system is None:
         return guidance if instruction.guidance is not None else None

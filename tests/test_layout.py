@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import composer
 import composer.errors
 
 ROOT = Path(__file__).parents[1]
@@ -361,6 +362,31 @@ def test_models_know_no_catalog_and_no_plugin_contract() -> None:
     models: the catalog is read off a manifest with ``catalog.catalog_of``."""
     models = MODULES["composer.manifest.models"]
     assert not any(within(n, m) for n in models for m in ("composer.catalog", "composer.plugin"))
+
+
+def test_only_the_models_write_a_manifests_private_attributes() -> None:
+    """What the loader knows beyond the fields (file, secrets, origins, types, variables) is
+    bound in one call, ``Manifest._bind``: no other module assigns a private attribute of a
+    ``Manifest``, which the models could then not keep consistent."""
+    private = set(composer.Manifest.__private_attributes__)
+    assert {"_path", "_secrets", "_origins", "_types", "_variables"} <= private
+    writes = []
+    for package in ("composer", "builtin_providers"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == ROOT / "composer" / "manifest" / "models.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                if isinstance(node, ast.AnnAssign | ast.AugAssign):
+                    targets = [node.target]
+                writes += [
+                    f"{path.relative_to(ROOT)}:{target.lineno}: {ast.unparse(target)}"
+                    for target in targets
+                    if isinstance(target, ast.Attribute)
+                    and target.attr in private
+                    and not (isinstance(target.value, ast.Name) and target.value.id == "self")
+                ]
+    assert writes == []
 
 
 def test_composer_imports_nothing_of_the_builtin_types() -> None:

@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     from composer.cli.output import Output
 
-__all__ = ["MaskRecords", "OneLineHandler", "log_access_to", "log_records_to", "one_line"]
+__all__ = [
+    "MAX_CAUSES",
+    "REPEATS_EVERY_S",
+    "MaskRecords",
+    "OneLineHandler",
+    "log_access_to",
+    "log_records_to",
+    "one_line",
+]
 
 MAX_CAUSES = 256
 """Distinct lines whose repeats are counted; past it, a new cause is printed as it comes."""

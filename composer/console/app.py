@@ -51,7 +51,20 @@ if TYPE_CHECKING:
     from composer.manifest import Manifest
     from composer.observe.record import AuditLine
 
-__all__ = ["PREFIX", "Console", "console_mount"]
+__all__ = [
+    "COMPARE_CHOICES",
+    "HEADERS",
+    "MAX_FORM_BYTES",
+    "MAX_INSTRUCTION_CHARS",
+    "MAX_LIMIT",
+    "MAX_OFFSET",
+    "PREFIX",
+    "PREVIEWS_AT_ONCE",
+    "PREVIEW_TIMEOUT_S",
+    "Console",
+    "Endpoint",
+    "console_mount",
+]
 
 PREFIX = CONSOLE_PREFIX
 

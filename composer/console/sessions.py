@@ -35,7 +35,7 @@ from itsdangerous import BadSignature, Signer
 from composer.principal import Principal
 from composer.serve.principals import Principals
 
-__all__ = ["COOKIE", "MAX_COOKIE", "Session", "Sessions"]
+__all__ = ["CONTEXT", "COOKIE", "MAX_COOKIE", "SKEW_S", "Session", "Sessions"]
 
 COOKIE = "composer_console"
 

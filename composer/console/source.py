@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from composer.observe.audit.reader import TurnPage
     from composer.observe.record import AuditLine
 
-__all__ = ["BATCH", "SCAN_ROWS", "Listing", "TurnSource"]
+__all__ = ["BATCH", "SCAN_ROWS", "Keep", "Listing", "TurnSource"]
 
 BATCH = 500
 SCAN_ROWS = 10_000

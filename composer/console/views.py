@@ -22,12 +22,17 @@ if TYPE_CHECKING:
     from composer.observe.record import AuditLine, AuditProvider
 
 __all__ = [
+    "GROUPS",
+    "PALETTE",
+    "SAMPLES_KEPT",
     "WINDOWS",
     "Block",
     "Compared",
     "ListRow",
+    "Mark",
     "ProviderStats",
     "Segment",
+    "Side",
     "TurnView",
     "compare",
     "list_row",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from composer.manifest.settings import VARIABLE_NAME
 
-__all__ = ["Reference", "Substituted", "scan", "substitute"]
+__all__ = ["Malformed", "Piece", "Reference", "Substituted", "scan", "substitute"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -384,11 +384,13 @@ def _load(
     manifest = _Validation(values, types).validate(merge_chain(trees, types))
     if errors or manifest is None:
         raise ManifestError.collect(_shown(e, values.secrets) for e in errors)
-    manifest._path = Path(display)
-    manifest._secrets = frozenset(values.secrets | _declared_secrets(manifest))
-    manifest._origins = dict(values.origins)
-    manifest._types = types
-    manifest._variables = tuple(dict.fromkeys(values.uses))  # a retry reads a value again
+    manifest._bind(
+        path=Path(display),
+        secrets=values.secrets | _declared_secrets(manifest),
+        origins=values.origins,
+        types=types,
+        variables=values.uses,  # a retry reads a value again: ``_bind`` keeps each once
+    )
     return manifest
 
 

@@ -43,17 +43,20 @@ from composer.templating import Expression, Template, TemplateShape, template_ch
 __all__ = [
     "DEFAULT_BUDGET",
     "WRAP_NAMES",
+    "WRAP_SHAPES",
     "AuditConfig",
     "AuditPostgres",
     "CacheBackendConfig",
     "CacheConfig",
     "Manifest",
     "ManifestPath",
+    "OnFailureConfig",
     "ProviderConfig",
     "RedisCacheConfig",
     "ReportConfig",
     "RuntimeConfig",
     "StrictModel",
+    "WrapTemplate",
     "field_names_by_key",
     "manifest_model",
     "redact",
@@ -515,12 +518,33 @@ class Manifest(StrictModel, AsyncCloseable):
         ),
     )
 
+    # What the loader knows beyond the fields, set in one call (``_bind``); empty for a
+    # manifest built in code.
     _path: Path | None = PrivateAttr(None)
     _secrets: frozenset[str] = PrivateAttr(frozenset())
     _shared: dict[str, Any] = PrivateAttr(default_factory=dict)
     _origins: dict[KeyPath, Origin] = PrivateAttr(default_factory=dict)
     _types: object = PrivateAttr(None)  # a composer.catalog.ProviderTypes: ``catalog_of``
     _variables: tuple[VariableUse, ...] = PrivateAttr(())
+
+    def _bind(
+        self,
+        *,
+        path: Path,
+        secrets: Iterable[str],
+        origins: Mapping[KeyPath, Origin],
+        types: object,
+        variables: Iterable[VariableUse],
+    ) -> None:
+        """Record where this manifest came from, for ``composer.manifest.loader`` only: the
+        file, the values to mask, where each value was written, the provider types that
+        validated it (``composer.catalog.catalog_of``; the models know nothing of the
+        catalog) and the ``${VAR}`` it reads, once each, in file order."""
+        self._path = path
+        self._secrets = frozenset(secrets)
+        self._origins = dict(origins)
+        self._types = types
+        self._variables = tuple(dict.fromkeys(variables))
 
     @property
     def path(self) -> Path | None:

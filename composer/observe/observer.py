@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from composer.observe.metrics import Metrics
     from composer.observe.tracing import TurnTracer
 
-__all__ = ["TurnObserver"]
+__all__ = ["Gather", "TurnObserver"]
 
 logger = logging.getLogger(__name__)
 

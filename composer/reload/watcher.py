@@ -49,7 +49,7 @@ from composer.reload.changes import Digests, Inputs, has_watchfiles, snapshot
 if TYPE_CHECKING:
     from composer.observe.metrics import Metrics
 
-__all__ = ["ManifestWatcher", "WatchedRegistry"]
+__all__ = ["ManifestWatcher", "WatchMode", "WatchedRegistry"]
 
 logger = logging.getLogger(__name__)
 

@@ -52,7 +52,7 @@ from composer.serve.rates import RateLimit
 from composer.serve.responses import JsonResponse, error_response
 from composer.serve.service import ContextService
 
-__all__ = ["OPEN_PATHS", "ServeOptions", "create_app"]
+__all__ = ["CLOSE_S", "OPEN_PATHS", "ServeOptions", "create_app"]
 
 logger = logging.getLogger(__name__)
 

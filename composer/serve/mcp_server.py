@@ -60,17 +60,17 @@ _INSTRUCTIONS = (
 )
 
 # What each argument of the prompt and the tool means, as a client lists it.
-Instruction = Annotated[
+_Instruction = Annotated[
     str, Field(description="The user's instruction: what the context is composed for.")
 ]
-System = Annotated[
+_System = Annotated[
     str,
     Field(
         description="The system text the model will see before the context (default: none; "
         "MCP has no system role)."
     ),
 ]
-BranchId = Annotated[
+_BranchId = Annotated[
     str,
     Field(
         description="The conversation's branch id: turns on the same id share history "
@@ -160,9 +160,9 @@ def mcp_server(service: ContextService, *, principal: Principal | None = None) -
     )
     async def compose(
         ctx: Context,
-        instruction: Instruction,
-        system: System = "",
-        branch: BranchId = DEFAULT_BRANCH,
+        instruction: _Instruction,
+        system: _System = "",
+        branch: _BranchId = DEFAULT_BRANCH,
         guidance: Annotated[str, Field(description=_GUIDANCE)] = "",
         metadata: Annotated[str, Field(description=_METADATA)] = "",
     ) -> list[UserMessage]:
@@ -197,9 +197,9 @@ def mcp_server(service: ContextService, *, principal: Principal | None = None) -
     )
     async def preview_turn(
         ctx: Context,
-        instruction: Instruction,
-        system: System = "",
-        branch: BranchId = DEFAULT_BRANCH,
+        instruction: _Instruction,
+        system: _System = "",
+        branch: _BranchId = DEFAULT_BRANCH,
         guidance: Annotated[str | None, Field(description=_GUIDANCE)] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description=_METADATA)] = None,
     ) -> dict[str, Any]:

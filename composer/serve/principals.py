@@ -39,8 +39,11 @@ from composer.principal import Principal
 __all__ = [
     "DEFAULT_PRINCIPAL",
     "LOCAL_PRINCIPAL",
+    "NAME_PATTERN",
+    "PrincipalEntry",
     "Principals",
     "PrincipalsFile",
+    "Scalar",
     "bind",
     "load_principals",
 ]

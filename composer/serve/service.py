@@ -57,7 +57,7 @@ from composer.serve.state import BranchRecord, ProcessState, StateStore, report_
 from composer.serve.tenancy import check_isolation
 from composer.turn import Branch, Instruction, prepare_turn, render_guidance
 
-__all__ = ["ContextService", "mask_strings"]
+__all__ = ["STATE_CHECK_S", "ContextService", "mask_strings"]
 
 logger = logging.getLogger(__name__)
 
@@ -191,11 +191,16 @@ class ContextService(AsyncCloseable):
         secrets masked. ``RequestRefused`` (403) when the request states another value for a
         key bound to the principal."""
         given = request.instruction
-        instruction = Instruction(given.text, guidance=given.guidance, context=given.context)
+        rendered = None
         if given.guidance and not isinstance(given.guidance, str):
             # PyYAML's dumper is slow on data: render it off the event loop, for the fold
-            text = await asyncio.to_thread(render_guidance, given.guidance)
-            instruction._rendered_guidance = text  # type: ignore[attr-defined]
+            rendered = await asyncio.to_thread(render_guidance, given.guidance)
+        instruction = Instruction(
+            given.text,
+            guidance=given.guidance,
+            context=given.context,
+            rendered_guidance=rendered,
+        )
         metadata = bind(principal, request.branch.metadata)
         key = _key(principal, request.branch.id)
         async with self.branches.use(key) as entry:

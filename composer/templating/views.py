@@ -114,10 +114,11 @@ def branch_memory(branch: Any, *, create: bool = False) -> Any:
 def turn_key(branch: Any) -> str:
     """What tells one turn of ``branch`` from the next, for idempotent writebacks.
 
-    A served branch keeps no messages, so its server gives it a ``turn_key`` (its principal,
-    the server's run and a turn counter kept beside the branch); any other branch is told
-    apart by how many messages it holds (a lionagi Branch, or ``composer.Branch`` after
-    ``prepare_turn`` recorded its instruction).
+    A served branch keeps no messages, so its server sets its ``turn_key``
+    (``composer.Branch.turn_key``: its principal, the server's run and a turn counter kept
+    beside the branch); any other branch is told apart by how many messages it holds (a
+    lionagi Branch, which has no ``turn_key``, or ``composer.Branch`` after ``prepare_turn``
+    recorded its instruction).
     """
     key = getattr(branch, "turn_key", None)
     if isinstance(key, str):

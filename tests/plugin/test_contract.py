@@ -35,7 +35,6 @@ EXPECTED_PLUGIN_API = {
     "CompiledTemplate",
     "ContextProvider",
     "DisplayQuery",
-    "Expression",
     "ManifestPath",
     "Partitioned",
     "PostgresPools",
@@ -76,6 +75,7 @@ DEPRECATED = {
     "compile_expression": "composer.templating",
     "template_field": "composer.templating",
     "branch_memory": "composer.templating.views",
+    "Expression": "composer.templating",
 }
 """Names the contract no longer holds: importable for one release, with a warning."""
 
@@ -413,6 +413,173 @@ def test_a_provider_with_a_synchronous_hook_is_refused_at_load_naming_its_class(
     assert f"{__name__}.{cls.__qualname__}.{method} must be a coroutine function" in message
     assert message.startswith(f"{tmp_path / 'm.yaml'}:4:")  # the entry of odd-one
     assert "provider 'odd-one' (type odd)" in message
+
+
+class Provides:
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        return "s"
+
+
+class WritebackTooFew(Provides):
+    async def writeback(self, branch: Any) -> None:
+        pass
+
+
+class WritebackTooMany(Provides):
+    async def writeback(self, branch: Any, action_responses: list[Any], store: Any) -> None:
+        pass
+
+
+class WritebackByKeyword(Provides):
+    async def writeback(self, branch: Any, *, action_responses: list[Any]) -> None:
+        pass
+
+
+class WarmUpWithoutProgress(Provides):
+    async def warm_up(self) -> None:
+        pass
+
+
+class AcloseWithTimeout(Provides):
+    async def aclose(self, timeout: float) -> None:
+        pass
+
+
+class CacheKeyOfBranch(Provides):
+    def cache_key(self, branch: Any) -> str:
+        return ""
+
+
+class DisplayQueryOfNothing(Provides):
+    @staticmethod
+    def display_query() -> str:
+        return ""
+
+
+class ConstantOfBranch(Provides):
+    def constant_text(self, branch: Any) -> str | None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("cls", "call", "why"),
+    [
+        (WritebackTooFew, "writeback(branch, action_responses)", "too many positional"),
+        (WritebackTooMany, "writeback(branch, action_responses)", "missing a required argument"),
+        (WritebackByKeyword, "writeback(branch, action_responses)", "too many positional"),
+        (WarmUpWithoutProgress, "warm_up(progress)", "too many positional"),
+        (AcloseWithTimeout, "aclose()", "missing a required argument: 'timeout'"),
+        (CacheKeyOfBranch, "cache_key(branch, instruction)", "too many positional"),
+        (DisplayQueryOfNothing, "display_query(branch, instruction)", "too many positional"),
+        (ConstantOfBranch, "constant_text()", "missing a required argument: 'branch'"),
+    ],
+)
+def test_a_provider_hook_that_cannot_take_the_engines_call_is_refused_naming_class_and_hook(
+    tmp_path: Path, cls: type, call: str, why: str
+) -> None:
+    """Refused when the engine wraps it, at the entry's line, rather than with a TypeError
+    at the first turn, writeback or shutdown; the message shows both signatures."""
+    odd = ProviderType("odd", OddConfig, lambda config, ctx: cls())
+    path = write(tmp_path / "m.yaml", "version: 1\nproviders:\n  - {name: odd-one, type: odd}\n")
+    manifest = composer.load_manifest(path, types=ProviderTypes([odd]))
+    with pytest.raises(PluginError) as caught:
+        composer.attach(Branch("s"), manifest)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:3:")
+    method = call.split("(")[0]
+    assert f"provider 'odd-one' (type odd): {__name__}.{cls.__qualname__}.{method}(" in message
+    assert f"cannot take the engine's call {call}: {why}" in message
+
+
+class LooseHooks(Provides):
+    """Every hook, each in a shape the engine's call still fits."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def writeback(self, b: Any, responses: list[Any], limit: int = 10) -> None:
+        self.seen.append(("writeback", responses, limit))
+
+    async def warm_up(self, progress: Any) -> None:  # no default: the engine always passes it
+        self.seen.append(("warm_up", progress))
+
+    async def aclose(self, *args: Any, timeout: float = 1.0) -> None:
+        self.seen.append(("aclose", args, timeout))
+
+    def cache_key(self, branch: Any, instruction: Any, **extra: Any) -> str:
+        return "k"
+
+    @classmethod
+    def display_query(cls, *args: Any) -> str:
+        return "q"
+
+    @staticmethod
+    def constant_text() -> str | None:
+        return None
+
+
+async def test_hooks_with_extra_optional_parameters_or_star_args_are_accepted_and_called() -> None:
+    provider = LooseHooks()
+    manifest = composer.Manifest(version=1, providers=[OddConfig(name="l")])
+    types = ProviderTypes([ProviderType("odd", OddConfig, lambda config, ctx: provider)])
+    registry = build_registry(manifest, types=types)
+    (managed,) = registry.managed
+    assert {hook.__name__ for hook in managed.hooks} == {
+        "Writeback",
+        "WarmUp",
+        "Closeable",
+        "CacheKey",
+        "DisplayQuery",
+        "Constant",
+    }
+    await registry.warm_up()
+    await registry.gather_writeback(Branch("s"), ["r"])
+    await registry.aclose()
+    assert provider.seen == [("warm_up", None), ("writeback", ["r"], 10), ("aclose", (), 1.0)]
+
+
+class SecretsOfField(OddConfig):
+    def secrets(self, field: str) -> list[str]:
+        return []
+
+
+class PartitionOfTenant(OddConfig):
+    def partition(self, tenant: str) -> str | None:
+        return None
+
+
+class CheckStrictly(OddConfig):
+    def check(self, strict: bool = False) -> list[Any]:  # an optional extra: accepted
+        return []
+
+
+@pytest.mark.parametrize(
+    ("config", "call"), [(SecretsOfField, "secrets()"), (PartitionOfTenant, "partition()")]
+)
+def test_a_config_hook_that_cannot_take_the_engines_call_refuses_the_type(
+    config: type[ProviderConfig], call: str
+) -> None:
+    """A catalog refuses the type when it is added; an installed one fails, located, in each
+    manifest that names it (``test_installed_plugin``)."""
+    method = call.split("(")[0]
+    with pytest.raises(PluginError) as caught:
+        ProviderTypes([ProviderType("odd", config, lambda config, ctx: Provides())])
+    message = str(caught.value)
+    assert message.startswith(f"{__name__}.{config.__qualname__}.{method}(self, ")
+    assert f"cannot take the engine's call {call}: missing a required argument" in message
+    ProviderTypes([ProviderType("odd", CheckStrictly, lambda config, ctx: Provides())])
+
+
+def test_shared_state_whose_aclose_needs_an_argument_is_refused_naming_its_class() -> None:
+    context = BuildContext(composer.Manifest(version=1))
+
+    class Pool:
+        async def aclose(self, now: bool) -> None:
+            pass
+
+    with pytest.raises(PluginError, match=r"\.Pool\.aclose\(self, now\) cannot take the engine"):
+        context.shared("pool", Pool)
+    assert context.manifest.shared == {}
 
 
 async def test_a_watcher_refuses_to_start_on_a_provider_with_a_synchronous_aclose(

@@ -18,7 +18,7 @@ import pytest
 import composer
 from composer.catalog import ProviderTypes
 from composer.cli import main
-from composer.errors import ManifestError
+from composer.errors import ManifestError, PluginError
 
 PLUGIN_GUIDE = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text(encoding="utf-8")
 
@@ -155,3 +155,108 @@ def test_entry_points_are_listed_once_per_sys_path(site: Path) -> None:
         assert "late" in ProviderTypes.installed()
     finally:
         sys.path.remove(str(site / "nowhere"))
+
+
+HOOKED_PLUGIN = """
+from typing import Any, Literal
+
+from composer.plugin import BuildContext, ProviderConfig, ProviderType
+
+
+class NotesConfig(ProviderConfig):
+    type: Literal["notes"] = "notes"
+    token: str = ""
+
+    def secrets(self{config_extra}) -> list[str]:
+        return [self.token]
+
+
+class NotesProvider:
+    def __init__(self) -> None:
+        self.stored: list[Any] = []
+
+    async def provide(self, branch: Any, instruction: Any) -> str | None:
+        return "notes"
+
+    async def writeback(self, branch: Any{writeback_extra}) -> int:
+        self.stored.extend(action_responses)
+        return len(action_responses)
+
+
+def build(config: NotesConfig, context: BuildContext) -> NotesProvider:
+    return NotesProvider()
+
+
+provider_type = ProviderType("notes", NotesConfig, build)
+"""
+
+
+def notes_plugin(site: Path, package: str, *, config_extra: str, writeback_extra: str) -> None:
+    code = HOOKED_PLUGIN.format(config_extra=config_extra, writeback_extra=writeback_extra)
+    distribution(site, package, {"notes": f"{package}:provider_type"}, code)
+
+
+NOTES_MANIFEST = "  - {name: kept, type: static, text: K}\n  - name: n\n    type: notes\n"
+
+
+async def test_an_installed_plugin_whose_hooks_take_the_engines_calls_is_used(
+    site: Path, tmp_path: Path
+) -> None:
+    """Extra optional parameters are accepted; the engine's calls reach the hooks."""
+    notes_plugin(
+        site,
+        "composer_test_notes",
+        config_extra=", *, unused: bool = False",
+        writeback_extra=", action_responses: list[Any], limit: int = 5",
+    )
+    path = manifest_file(tmp_path, NOTES_MANIFEST + "    token: hunter22\n")
+    manifest = composer.load_manifest(path)
+    assert manifest.redact("token hunter22") == "token ***"  # its secrets() was called
+    registry = composer.attach(composer.Branch("sys\n"), manifest)
+    results = await registry.writeback_results(composer.Branch("sys\n"), ["r1", "r2"])
+    assert [(r.name, r.stored, r.error) for r in results] == [("n", 2, None)]
+
+
+def test_an_installed_plugin_whose_provider_hook_takes_the_wrong_parameters_is_refused(
+    site: Path, tmp_path: Path
+) -> None:
+    """Refused when the engine wraps it, at the line of the entry that uses the type, naming
+    the class and the hook; not at the first writeback."""
+    notes_plugin(site, "composer_test_notes_bad", config_extra="", writeback_extra="")
+    path = manifest_file(tmp_path, NOTES_MANIFEST)
+    manifest = composer.load_manifest(path)
+    with pytest.raises(PluginError) as caught:
+        composer.attach(composer.Branch("sys\n"), manifest)
+    assert str(caught.value) == (
+        f"{path}:4:3: provider 'n' (type notes): "
+        "composer_test_notes_bad.NotesProvider.writeback(self, branch) cannot take the "
+        "engine's call writeback(branch, action_responses): too many positional arguments"
+    )
+
+
+def test_an_installed_plugin_whose_config_hook_takes_the_wrong_parameters_fails_at_load(
+    site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The manifest that names the type fails to load, at the entry's type, naming the class
+    and the hook; ``composer validate`` says the same."""
+    notes_plugin(
+        site,
+        "composer_test_notes_config",
+        config_extra=", field: str",
+        writeback_extra=", action_responses: list[Any]",
+    )
+    path = manifest_file(tmp_path, NOTES_MANIFEST)
+    with pytest.raises(ManifestError) as caught:
+        composer.load_manifest(path)
+    error = caught.value
+    assert (error.path, error.line, error.column) == (str(path), 5, 9)
+    assert error.message == (
+        'provider "n": provider type "notes": entry point \'notes\' '
+        "(composer_test_notes_config:provider_type): "
+        "composer_test_notes_config.NotesConfig.secrets(self, field) cannot take the "
+        "engine's call secrets(): missing a required argument: 'field'"
+    )
+    assert main(["validate", str(path)]) != 0
+    assert f'{path}:5:9: provider "n": provider type "notes": entry point' in (
+        capsys.readouterr().err
+    )

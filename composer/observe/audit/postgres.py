@@ -41,7 +41,7 @@ from composer.observe.record import Snapshot, json_line
 if TYPE_CHECKING:
     from psycopg import Connection
 
-__all__ = ["RETAIN_BATCH", "RETAIN_EVERY_S", "PostgresAuditLog"]
+__all__ = ["RETAIN_BATCH", "RETAIN_EVERY_S", "RETRY_MAX_S", "PostgresAuditLog"]
 
 RETRY_MAX_S = 5.0
 """The longest wait between tries while the server fails."""

@@ -36,6 +36,7 @@ __all__ = [
     "MAX_OFFSET",
     "MAX_SKIPPED",
     "TurnPage",
+    "Window",
     "find_turn",
     "is_dsn",
     "matches",

@@ -23,7 +23,7 @@ from typing import Any
 
 from limits.aio.storage import SlidingWindowCounterSupport, Storage
 
-__all__ = ["CREATE_RATES", "EXPIRE_RATES", "PostgresRateStorage"]
+__all__ = ["CREATE_RATES", "EXPIRE_RATES", "PostgresRateStorage", "Run"]
 
 Run = Callable[..., Awaitable[Any]]
 """``PostgresState._one``: a statement with ``{s}`` for the schema, its parameters, and
