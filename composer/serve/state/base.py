@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from limits.aio.storage import Storage
 
 __all__ = [
+    "MAX_TEXT",
     "NO_TURN",
     "BranchRecord",
     "SharedState",
