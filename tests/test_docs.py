@@ -60,8 +60,8 @@ PYTHON_RUN_BY = {
     (LIBRARY, 1): "test_the_preview_example_runs",
     (PLUGINS, 0): "test_the_plugin_example_is_a_working_provider_type",
     (HOT_RELOAD, 0): "test_the_hot_reload_example_runs",
-    (INTEGRATIONS, 0): "tests/integration/test_docs_lionagi.py",
-    (INTEGRATIONS, 1): "tests/integration/test_docs_lionagi.py",
+    (INTEGRATIONS, 0): "tests/lionagi_support/test_docs_lionagi.py",
+    (INTEGRATIONS, 1): "tests/lionagi_support/test_docs_lionagi.py",
 }
 
 # Values for the ${VAR}s of YAML examples that have no default (loading never connects).

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from .conftest import write
+from observe.conftest import write
 
 WAIT_S = 60  # a bound that only catches a watch that never reacts
 

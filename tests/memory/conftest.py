@@ -1,8 +1,7 @@
 """Fixtures of the memory tests: real servers, one fresh store of each kind per test.
 
 Each PostgreSQL test gets a schema of its own (``t<pid>_<random>``), dropped afterwards, so
-tests never meet each other's rows nor anything left behind by an earlier run; each Redis test
-gets its own key prefix.
+tests never meet each other's rows nor anything left behind by an earlier run.
 """
 
 from __future__ import annotations
@@ -12,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from memory.services import open_kind
-from memory.stores_fixtures import pg_schema, postgres_dsn, redis_url
+from memory.stores_fixtures import pg_schema, postgres_dsn
 
 from builtin_providers.stores import ItemStore
 
 STORE_KINDS = ["jsonl", "sqlite", "postgres"]
 RANKED_KINDS = ["sqlite", "postgres"]
-__all__ = ["pg_schema", "postgres_dsn", "redis_url"]  # the servers' fixtures, for this folder
+__all__ = ["pg_schema", "postgres_dsn"]  # the server's fixtures, for this folder
 
 
 @pytest.fixture(params=STORE_KINDS)

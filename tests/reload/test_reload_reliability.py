@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 from localserver import serving_json
+from observe.conftest import write
 
 import composer
 from composer.errors import ManifestError
-
-from .conftest import write
 
 EDITS = 100
 BRANCHES = 20

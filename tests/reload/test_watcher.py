@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from observe.conftest import write
 
 import composer
 from builtin_providers.static import provider_type as static_type
@@ -18,8 +19,6 @@ from composer.catalog import ProviderTypes
 from composer.errors import ManifestError
 from composer.observe import report_history
 from composer.plugin import BuildContext, ProviderConfig, ProviderType
-
-from .conftest import write
 
 
 class GateConfig(ProviderConfig):
