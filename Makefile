@@ -1,6 +1,6 @@
 # Quick start: `make demo` (runs the main job) and `make test` (the whole suite).
 # Each target creates .venv from this repo's own files the first time.
-# `make test-fast`: the core suite, without the slow folders (FAST_SKIP), for a quick check.
+# `make test-fast`: the suite without the tests marked slow (`pytest -m "not slow"`), a quick check.
 # `make floors`: the suite again in .venv-floors, every direct dependency at its declared floor.
 PYTHON ?= python3
 VENV := .venv
@@ -13,28 +13,15 @@ FLOORS_STAMP := $(FLOORS)/.installed
 # Every extra, so that every test runs (none skips for want of a package).
 EXTRAS := dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic-ai,agent-framework,openai-agents
 
-# Left out by `make test-fast`: the framework integrations and lionagi (each imports a large
-# framework, some in a child process), the standing hostile-input and soak suite, the servers
-# and the console's pages (each test starts `composer serve` or an MCP peer as a process), the
-# memory stores' many-process write races, and the reload, restart and audit-server soaks. CPU time of each in
-# docs/development.md; `make test` and .ci/run still run them.
-FAST_SKIP := tests/integrations tests/integration tests/reliability tests/serve \
-	tests/console/test_console.py tests/console/test_console_after_init.py \
-	tests/console/test_console_browser.py tests/console/test_console_postgres.py \
-	tests/console/test_console_workers.py \
-	tests/memory/test_concurrency.py tests/memory/test_write_conflicts.py \
-	tests/memory/test_restart.py tests/observe/test_reload_reliability.py \
-	tests/observe/test_audit_postgres.py
-
 .PHONY: demo test test-fast lint floors docs clean
 
 $(STAMP): pyproject.toml
 	@echo "make: creating $(VENV) (again whenever pyproject.toml changes): composer, editable, with"
 	@echo "  dev                     pytest, hypothesis, ruff, mypy, mkdocs: tests, lint, types, docs"
 	@echo "  serve                   composer serve and the mcp provider type (tests/serve)"
-	@echo "  postgres, redis         the PostgreSQL memory store, the Redis cache (tests/memory)"
-	@echo "  otel, metrics, watch    spans, Prometheus metrics, file events (tests/observe, tests/runtime)"
-	@echo "  lionagi                 the LionAGI integration (tests/integration)"
+	@echo "  postgres, redis         the PostgreSQL memory store, the Redis cache (tests/memory, tests/caching)"
+	@echo "  otel, metrics, watch    spans, Prometheus metrics, file events (tests/observe, tests/reload)"
+	@echo "  lionagi                 the LionAGI integration (tests/lionagi_support)"
 	@echo "  langchain, pydantic-ai, agent-framework, openai-agents"
 	@echo "                          the agent-framework integrations (tests/integrations)"
 	$(PYTHON) -m venv $(VENV)
@@ -60,9 +47,13 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	$(BIN)/composer test configs/tests.yaml
 
+# Left out: the tests marked slow, by path in tests/conftest.py (one table): the agent frameworks
+# and lionagi, the hostile-input and soak suite, the servers and the console's pages against
+# processes, the memory stores' many-process races and restarts, the reload and audit-server
+# soaks. CPU time of each folder in docs/development.md; `make test` and .ci/run run them all.
 test-fast: $(STAMP)
-	@echo "make: the core suite; the slow folders (FAST_SKIP) run in make test and CI"
-	$(BIN)/python -m pytest $(addprefix --ignore=,$(FAST_SKIP))
+	@echo "make: the suite but the tests marked slow; make test and CI run those too"
+	$(BIN)/python -m pytest -m "not slow"
 
 # The pins come from pyproject.toml each time (.ci/floors.py, standard library only), so they
 # never drift from what is declared; `check` then shows pip installed exactly those.

@@ -1,0 +1,88 @@
+"""What a test needs and what it costs, by where it lives: the suite's markers, set in one place.
+
+- ``slow``: left out of ``make test-fast`` (``pytest -m "not slow"``): tests that start
+  processes (``composer serve``, an MCP peer, the console's servers), soaks, many-process
+  races, and the agent frameworks and lionagi (each a large import, some in a child process);
+- ``services``: needs a real PostgreSQL or Redis (this machine's, else a throwaway one; without
+  either it skips, or fails under ``COMPOSER_REQUIRE_SERVICES=1``);
+- ``browser``: drives a headless chromium (``tests/browser.py``);
+- ``integrations``: an agent framework or lionagi.
+
+``MARKED`` maps a path under ``tests/`` (a folder, ending in ``/``, or one file) to markers; a
+test has the markers of every path that holds it. The markers are registered in
+``pyproject.toml`` (``--strict-markers``); ``tests/test_test_layout.py`` checks that every path
+here exists. A new folder or a file that starts processes gets its line here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+__all__ = ["MARKED", "markers_of"]
+
+TESTS = Path(__file__).resolve().parent
+
+MARKED: dict[str, tuple[str, ...]] = {
+    # the agent frameworks and lionagi
+    "integrations/": ("slow", "integrations"),
+    "lionagi_support/": ("slow", "integrations"),
+    # the standing hostile-input and soak suite
+    "reliability/": ("slow",),
+    "reliability/test_huge_writeback.py": ("services",),
+    "reliability/test_secret_sentinels.py": ("services",),
+    # the servers: each test starts `composer serve` or an MCP peer as a process (for now the
+    # whole folder; the tests that build the server in process can leave it file by file)
+    "serve/": ("slow",),
+    "serve/test_audit_readiness.py": ("services",),
+    "serve/test_fleet.py": ("services",),
+    "serve/test_principals_served.py": ("services",),
+    "serve/test_rate_limits.py": ("services",),
+    "serve/test_state.py": ("services",),
+    "serve/test_tenancy.py": ("services",),
+    "serve/test_turn_happens_once.py": ("services",),
+    "serve/test_workers.py": ("services",),
+    # the console's pages against `composer serve --console` processes (its sessions, views
+    # and `composer console` run in the quick check)
+    "console/test_console.py": ("slow",),
+    "console/test_console_after_init.py": ("slow",),
+    "console/test_console_browser.py": ("slow", "browser"),
+    "console/test_console_postgres.py": ("slow", "services"),
+    "console/test_console_workers.py": ("slow", "services"),
+    # the stores against real servers; their many-process write races and server restarts
+    "memory/": ("services",),
+    "memory/test_concurrency.py": ("slow",),
+    "memory/test_write_conflicts.py": ("slow",),
+    "memory/test_restart.py": ("slow",),
+    # the shared cache in Redis
+    "caching/test_cache_isolation.py": ("services",),
+    "caching/test_redis_cache.py": ("services",),
+    # the audit log in PostgreSQL; its server stopped and restarted under it
+    "observe/test_audit_any_line.py": ("services",),
+    "observe/test_audit_postgres.py": ("slow", "services"),
+    # reloads under load, a soak
+    "reload/test_reload_reliability.py": ("slow",),
+    # one overlay test loads a manifest whose store is PostgreSQL
+    "manifest/test_manifest_overlays.py": ("services",),
+    # a wheel built and installed, with every extra, into a fresh venv by its own pip
+    "test_install_extras.py": ("slow",),
+}
+"""Path under ``tests/`` (a folder ends in ``/``) -> the markers of every test it holds."""
+
+
+def markers_of(path: Path) -> list[str]:
+    """The markers of the tests in the file ``path``, in ``MARKED``'s order, each once."""
+    relative = path.resolve().relative_to(TESTS).as_posix()
+    names: dict[str, None] = {}
+    for place, markers in MARKED.items():
+        if relative == place or (place.endswith("/") and relative.startswith(place)):
+            names.update(dict.fromkeys(markers))
+    return list(names)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by them
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in markers_of(item.path):
+            item.add_marker(name)
