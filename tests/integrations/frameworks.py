@@ -359,13 +359,17 @@ async def _agent_framework(
 
 class OpenAIAgentsAgent:
     """An OpenAI Agents SDK ``Agent`` run with ``ComposerInputFilter`` (tracing off): one
-    ``SQLiteSession`` and one filter per conversation, sharing one ``Composer``."""
+    ``SQLiteSession`` per conversation, and one filter over the manifest, which owns its
+    ``Composer``. (Filters sharing one ``Composer`` are in ``test_run_identity.py``.)"""
 
-    def __init__(self, openai: Any, composing: Composer) -> None:
+    def __init__(
+        self, openai: Any, manifest: composer.Manifest, placement: Placement | None
+    ) -> None:
         from agents import Agent as SdkAgent
         from agents import OpenAIChatCompletionsModel, function_tool
 
-        self.composer = composing
+        self.manifest = manifest
+        self.placement = placement
         model = OpenAIChatCompletionsModel(model=MODEL, openai_client=openai)
         self.agent: Any = SdkAgent(
             name=NAME, instructions=SYSTEM, model=model, tools=[function_tool(disk_usage)]
@@ -379,7 +383,9 @@ class OpenAIAgentsAgent:
 
         if conversation not in self.sessions:
             session = SQLiteSession(conversation)
-            composing = ComposerInputFilter(self.composer, session, metadata={"team": TEAM})
+            composing = ComposerInputFilter(
+                self.manifest, session, placement=self.placement, metadata={"team": TEAM}
+            )
             self.sessions[conversation] = (session, composing)
         session, composing = self.sessions[conversation]
         config = RunConfig(call_model_input_filter=composing, tracing_disabled=True)
@@ -398,6 +404,12 @@ class OpenAIAgentsAgent:
             [json.dumps(await session.get_items()) for session, _ in self.sessions.values()]
         )
 
+    async def aclose(self) -> None:
+        """Close each conversation's filter (and so its Composer) and session."""
+        for session, composing in self.sessions.values():
+            await composing.aclose()
+            session.close()
+
 
 @asynccontextmanager
 async def _openai_agents(
@@ -405,16 +417,12 @@ async def _openai_agents(
 ) -> AsyncIterator[Agent]:
     from openai import AsyncOpenAI
 
-    async with (
-        AsyncOpenAI(base_url=chat.base_url, api_key="test") as openai,
-        Composer(manifest, placement=placement) as composing,
-    ):
-        agent = OpenAIAgentsAgent(openai, composing)
+    async with AsyncOpenAI(base_url=chat.base_url, api_key="test") as openai:
+        agent = OpenAIAgentsAgent(openai, manifest, placement)
         try:
             yield agent
         finally:
-            for session, _ in agent.sessions.values():
-                session.close()
+            await agent.aclose()
 
 
 FRAMEWORKS = [
