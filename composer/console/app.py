@@ -1,8 +1,9 @@
 """The console's routes: read-only pages over the audit log, the manifest, and (when asked) a
 form that previews an instruction.
 
-Mounted at ``/console`` by ``composer serve --console``, or served alone by ``composer
-console``. Who is asking: a bearer header, as the API takes it, or the session cookie the login
+Mounted at ``/console`` by ``composer serve --console`` (below the prefix a program mounts the
+server at, ``/composer/console``: links, redirects and the cookie's path follow the request's
+``root_path``), or served alone by ``composer console``. Who is asking: a bearer header, as the API takes it, or the session cookie the login
 form gives for a token (``sessions.py``); on a server without tokens (loopback only) everyone
 is the one ``local`` principal and sees every turn. With principals, each sees only the turns
 its own requests made: another's turn is ``403``.

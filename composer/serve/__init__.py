@@ -1,12 +1,10 @@
 """Serve composed context to any agent: ``composer serve``, or a program (the ``serve`` extra).
 
-From Python, what ``composer serve`` runs::
+From Python, what ``composer serve configs --env prod --principals principals.yaml`` runs::
 
-    from composer import load_manifest
-    from composer.serve import ServerConfig, create_app, run
-
-    run(load_manifest("configs", env="prod"), ServerConfig(principals=Path("principals.yaml")))
-    app = create_app(manifest, config)  # an ASGI app, to serve or mount in one's own
+    config = ServerConfig(env="prod", principals=Path("principals.yaml"))
+    run(load_manifest("configs", env="prod"), config)  # until SIGTERM or Ctrl-C
+    app = create_app(load_manifest("configs", env="prod"), config)  # or its ASGI app
 
 * ``config``: ``ServerConfig``, every option and the rules between them;
 * ``app``: the composition root (``run``, ``create_app``): state, principals, console, workers;
