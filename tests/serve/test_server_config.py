@@ -159,7 +159,7 @@ def test_a_state_store_it_cannot_use_is_refused_without_its_password(tmp_path: P
     assert "give a postgresql:// or redis:// URL" in scheme
     schema = refusal(manifest, ServerConfig(state="redis://127.0.0.1:1", state_schema="Bad-Name"))
     assert "--state-schema 'Bad-Name'" in schema
-    down = refusal(manifest, ServerConfig(state="postgresql://me:Sekr1t@127.0.0.1:1/db"))
+    down = refusal(manifest, ServerConfig(state="redis://:Sekr1t@127.0.0.1:1/0"))
     assert "the store did not answer" in down
     assert "Sekr1t" not in scheme + down
 
