@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from memory.services import redis_prefix_of
 
 from composer import load_manifest
 from composer.cli.exit_codes import USAGE
@@ -22,6 +23,9 @@ from composer.serve import ServerConfig, create_app
 from composer.serve.workers import MAX_WORKERS
 from serve.apps import variables
 from serve.conftest import CONFIGS
+from serve.stores import redis_url
+
+__all__ = ["redis_url"]  # the store's fixture
 
 RULES: list[tuple[list[str], dict[str, Any], str]] = [
     (
@@ -188,3 +192,17 @@ def test_listening_options_are_run_s_own(tmp_path: Path) -> None:
     assert "use composer.serve.run" in refusal(manifest, ServerConfig(mcp_stdio=True))
     workers = ServerConfig(workers=2, state="redis://127.0.0.1:6379/0")
     assert "use composer.serve.run" in refusal(manifest, workers)
+
+
+async def test_an_app_made_inside_a_running_loop_asks_its_state_store(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """A program may make its app in ``async def`` (an app factory): the store is asked on a
+    loop of its own all the same (``asyncio.run`` cannot run on this one)."""
+    manifest = manifest_file(tmp_path)
+    with redis_prefix_of(redis_url) as word:
+        config = ServerConfig(state=redis_url, state_schema=word)
+        assert create_app(load_manifest(manifest), config)
+    assert "the store did not answer" in refusal(
+        manifest, ServerConfig(state="redis://127.0.0.1:1/0")
+    )
