@@ -52,12 +52,15 @@ PLUGINS = DOCS / "plugins.md"
 HOT_RELOAD = DOCS / "guides" / "hot-reload.md"
 INTEGRATIONS = DOCS / "guides" / "integrations.md"
 QUICK_START = DOCS / "getting-started.md"
+SERVING = DOCS / "guides" / "serving.md"
 
 # Every Python block of the pages, and the test that runs it: a new block needs a new test.
 PYTHON_RUN_BY = {
     (README, 0): "test_the_library_examples_run",
     (LIBRARY, 0): "test_the_library_examples_run",
     (LIBRARY, 1): "test_the_preview_example_runs",
+    (SERVING, 0): "tests/serve/test_library.py",
+    (SERVING, 1): "tests/serve/test_library.py",
     (PLUGINS, 0): "test_the_plugin_example_is_a_working_provider_type",
     (HOT_RELOAD, 0): "test_the_hot_reload_example_runs",
     (INTEGRATIONS, 0): "tests/lionagi_support/test_docs_lionagi.py",

@@ -1,8 +1,9 @@
 """The console's routes: read-only pages over the audit log, the manifest, and (when asked) a
 form that previews an instruction.
 
-Mounted at ``/console`` by ``composer serve --console``, or served alone by ``composer
-console``. Who is asking: a bearer header, as the API takes it, or the session cookie the login
+Mounted at ``/console`` by ``composer serve --console`` (below the prefix a program mounts the
+server at, ``/composer/console``: links, redirects and the cookie's path follow the request's
+``root_path``), or served alone by ``composer console``. Who is asking: a bearer header, as the API takes it, or the session cookie the login
 form gives for a token (``sessions.py``); on a server without tokens (loopback only) everyone
 is the one ``local`` principal and sees every turn. With principals, each sees only the turns
 its own requests made: another's turn is ``403``.
@@ -161,7 +162,7 @@ class Console:
         **context: Any,
     ) -> Response:
         html = self.templates.get_template(template).render(
-            prefix=PREFIX,
+            prefix=_at(request),
             nav=template.removesuffix(".html"),
             manifest_page=self.manifest is not None,
             preview_page=self.preview and self.manifest is not None,
@@ -175,7 +176,7 @@ class Console:
         return self.page(request, "message.html", status, title=title, text=text)
 
     def _login_first(self, request: Request) -> Response:
-        return RedirectResponse(f"{PREFIX}/login", 303, headers=HEADERS)
+        return RedirectResponse(f"{_at(request)}/login", 303, headers=HEADERS)
 
     # -- pages --------------------------------------------------------------------------------
 
@@ -184,7 +185,7 @@ class Console:
         return Response(self.stylesheet, 200, headers, "text/css; charset=utf-8")
 
     async def home(self, request: Request) -> Response:
-        return RedirectResponse(f"{PREFIX}/turns", 303, headers=HEADERS)
+        return RedirectResponse(f"{_at(request)}/turns", 303, headers=HEADERS)
 
     async def login_form(self, request: Request) -> Response:
         return self.page(request, "login.html", error=None)
@@ -192,7 +193,7 @@ class Console:
     async def login(self, request: Request) -> Response:
         refused = _foreign_post(request)
         if refused is not None or self.principals is None:
-            return refused or RedirectResponse(f"{PREFIX}/turns", 303, headers=HEADERS)
+            return refused or RedirectResponse(f"{_at(request)}/turns", 303, headers=HEADERS)
         form = await _form(request)
         if isinstance(form, Response):
             return form
@@ -201,7 +202,7 @@ class Console:
         )
         if principal is None:
             return self.page(request, "login.html", 401, error="That token is not valid.")
-        response = RedirectResponse(f"{PREFIX}/turns", 303, headers=HEADERS)
+        response = RedirectResponse(f"{_at(request)}/turns", 303, headers=HEADERS)
         value = self.sessions.open(principal, self.principals)
         self.set_session(request, response, value, int(self.sessions.ttl_s))
         return response
@@ -213,7 +214,7 @@ class Console:
             COOKIE,
             value,
             max_age=left_s,
-            path=PREFIX,
+            path=_at(request),
             secure=request.url.scheme == "https",
             httponly=True,
             samesite="strict",
@@ -226,8 +227,8 @@ class Console:
         cookie = request.cookies.get(COOKIE)
         if cookie and self.principals is not None:
             self.sessions.close(cookie, self.principals)
-        response = RedirectResponse(f"{PREFIX}/login", 303, headers=HEADERS)
-        response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
+        response = RedirectResponse(f"{_at(request)}/login", 303, headers=HEADERS)
+        response.delete_cookie(COOKIE, path=_at(request), httponly=True, samesite="strict")
         return response
 
     async def turns(self, request: Request) -> Response:
@@ -525,6 +526,14 @@ _OUTCOMES = [
     "timeout",
     "not_called",
 ]
+
+
+def _at(request: Request) -> str:
+    """Where the console's pages are, as the request reached them: ``/console``, or below
+    the prefix a program mounted the server at (``/composer/console``; the mount's
+    ``root_path``). Its links, redirects and cookie path start there."""
+    mounted: str = request.scope.get("root_path", "")
+    return mounted or PREFIX
 
 
 def _known(request: Request, principal: Principal | None) -> Principal | None:

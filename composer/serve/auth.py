@@ -21,6 +21,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from composer.errors import ServeError, SettingsError
 from composer.manifest.settings import load_settings, read_settings_file
 from composer.principal import Principal
+from composer.serve.config import TOKEN_VARIABLE
+from composer.serve.paths import route_path
 from composer.serve.principals import LOCAL_PRINCIPAL, Principals
 from composer.serve.responses import error_response
 
@@ -34,7 +36,6 @@ __all__ = [
     "principal_of",
 ]
 
-TOKEN_VARIABLE = "COMPOSER_SERVE_TOKEN"
 PRINCIPAL_KEY = "composer.principal"
 """The ASGI scope key holding the request's ``Principal``."""
 
@@ -107,7 +108,8 @@ class BearerAuth:
         self._own = own_auth  # a path prefix whose routes check their caller themselves
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self._open or self._owns(scope["path"]):
+        path = route_path(scope) if scope["type"] == "http" else ""
+        if scope["type"] != "http" or path in self._open or self._owns(path):
             await self.app(scope, receive, send)
             return
         principal = self._principal(scope)

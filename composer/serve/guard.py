@@ -26,6 +26,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from composer.serve.auth import is_loopback
+from composer.serve.paths import route_path
 from composer.serve.responses import error_response
 
 __all__ = ["JsonBodies", "RequestGuard"]
@@ -42,7 +43,7 @@ class RequestGuard:
         self._open = frozenset(open_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self._open:
+        if scope["type"] != "http" or route_path(scope) in self._open:
             await self.app(scope, receive, send)
             return
         refusal = self._refusal(scope)
@@ -75,7 +76,7 @@ class JsonBodies:
         if (
             scope["type"] == "http"
             and scope.get("method") in _BODY_METHODS
-            and scope["path"].startswith(self._body_paths)
+            and route_path(scope).startswith(self._body_paths)
         ):
             kind = Headers(scope=scope).get("content-type", "").split(";", 1)[0]
             if kind.strip().lower() != "application/json":

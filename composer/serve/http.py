@@ -120,7 +120,10 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
     document = openapi_document()
 
     async def openapi(request: Request) -> Response:
-        return JsonResponse(document)
+        mounted = request.scope.get("root_path", "")
+        if not mounted:
+            return JsonResponse(document)
+        return JsonResponse({**document, "servers": [{"url": mounted}]})  # paths below it
 
     routes: list[BaseRoute] = [
         Route("/v1/turns", turn, methods=["POST"]),

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from composer.serve.limits import client_group
+from composer.serve.paths import route_path
 from composer.serve.responses import error_response
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ class RateLimit:
         self._warned = -_WARN_EVERY_S
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self._exempt:
+        if scope["type"] != "http" or route_path(scope) in self._exempt:
             await self.app(scope, receive, send)
             return
         from limits.aio.strategies import SlidingWindowCounterRateLimiter

@@ -15,6 +15,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 
 import uvicorn
@@ -23,7 +24,19 @@ from starlette.types import ASGIApp
 from composer.errors import ServeError
 from composer.serve.connections import ConnectionLimits, guarded_protocol
 
-__all__ = ["bind", "serve"]
+__all__ = ["Listening", "bind", "serve"]
+
+
+@dataclass(frozen=True)
+class Listening:
+    """Where a server listens, once it does: its URL, and (``str()``) the line ``composer
+    serve`` prints, which says how it is guarded and where MCP and the console are."""
+
+    url: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def bind(host: str, port: int) -> socket.socket:

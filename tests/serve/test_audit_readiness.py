@@ -1,4 +1,4 @@
-"""``/readyz`` of a real ``composer serve`` reports its audit sink: the kind, whether it is
+"""``/readyz`` of ``composer serve``'s app (built in process) reports its audit sink: the kind, whether it is
 writing, the lines lost; never where it writes (no DSN, no password), and a sink that fails
 never makes the server unready."""
 
@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from memory.services import free_port, postgres_schema, postgres_server
 
-from serve.conftest import STARTUP_S, start_serve
+from composer.serve import ServerConfig
+from serve.apps import served
+from serve.conftest import STARTUP_S
 
 TURN = {"branch": {"id": "b-1"}, "system": "You are on call.\n", "instruction": {"text": "deploy"}}
 
@@ -38,20 +39,17 @@ def manifest(folder: Path, dsn: str, schema: str) -> Path:
 def readiness_after_turns(path: Path, turns: int, done: Callable[[Any], bool]) -> Any:
     """``/readyz`` of a server of ``path`` after ``turns`` turns, once ``done(audit)`` holds
     (the writer lingers, and waits after a failure, before its next batch)."""
-    server = start_serve([str(path), "--rate-limit", "0"])
-    try:
+    with served(path, ServerConfig(rate_limit=0)) as client:
         for _ in range(turns):
-            assert httpx.post(f"{server.url}/v1/turns", json=TURN, timeout=30).status_code == 200
+            assert client.post("/v1/turns", json=TURN).status_code == 200
         deadline = time.monotonic() + STARTUP_S  # a bound that only catches a writer that hangs
         while True:
-            ready = httpx.get(f"{server.url}/readyz", timeout=30)
+            ready = client.get("/readyz")
             assert ready.status_code == 200
             body = ready.json()
             if done(body["audit"]) or time.monotonic() > deadline:
                 return body
             time.sleep(0.05)
-    finally:
-        assert server.stop() == 0
 
 
 def test_readyz_reports_a_writing_table(tmp_path: Path, postgres_dsn: str) -> None:

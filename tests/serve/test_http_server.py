@@ -1,22 +1,27 @@
-"""``composer serve`` as a process on 127.0.0.1, driven by httpx: turns, writeback, manifest,
-health, auth, limits, errors, OpenAPI and a graceful stop."""
+"""``composer serve``'s app built in process and driven by httpx through its ASGI interface:
+turns, writeback, manifest, health, auth, limits, errors, OpenAPI; and as a process on
+127.0.0.1: a graceful stop on SIGTERM."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+from starlette.testclient import TestClient
 
 from composer import Branch, Instruction, attach, load_manifest, prepare_turn
 from composer.cli.main import main
+from composer.serve import ServerConfig
 from composer.serve.openapi import openapi_document
-from serve.conftest import CONFIGS, ROOT, Server, notes_entry, process_gone, start_serve, stop
+from serve.apps import served, served_async
+from serve.conftest import CONFIGS, ROOT, notes_entry, process_gone, start_serve, stop
 
 JSON = {"content-type": "application/json"}
 TURN = {
@@ -46,6 +51,16 @@ async def in_process(request: dict[str, Any]) -> Any:
         await manifest.aclose()
 
 
+DEV = ServerConfig(env="dev", rate_limit=0)
+"""``composer serve configs --env dev --rate-limit 0``: without a token, no rate limit."""
+
+
+@pytest.fixture(scope="module")
+def dev_app() -> Iterator[TestClient]:
+    with served(CONFIGS, DEV) as client:
+        yield client
+
+
 @pytest.mark.parametrize(
     "request_body",
     [
@@ -55,9 +70,9 @@ async def in_process(request: dict[str, Any]) -> Any:
     ],
 )
 async def test_a_turn_answers_what_prepare_turn_gives_in_process(
-    dev_server: Server, request_body: dict[str, Any]
+    request_body: dict[str, Any],
 ) -> None:
-    async with httpx.AsyncClient(base_url=dev_server.url) as client:
+    async with served_async(CONFIGS, DEV) as (_, client):
         response = await client.post("/v1/turns", json=request_body)
     assert response.status_code == 200, response.text
     served = response.json()
@@ -75,10 +90,10 @@ async def test_a_turn_answers_what_prepare_turn_gives_in_process(
     assert report["turn_id"] != local.report.turn_id
 
 
-def test_each_branch_keeps_its_own_registry_and_the_request_names_it(dev_server: Server) -> None:
-    with httpx.Client(base_url=dev_server.url) as client:
-        one = client.post("/v1/turns", json={**TURN, "branch": {"id": "b-1", "name": "search"}})
-        two = client.post("/v1/turns", json={**TURN, "branch": {"id": "b-2"}})
+def test_each_branch_keeps_its_own_registry_and_the_request_names_it(dev_app: TestClient) -> None:
+    client = dev_app
+    one = client.post("/v1/turns", json={**TURN, "branch": {"id": "b-1", "name": "search"}})
+    two = client.post("/v1/turns", json={**TURN, "branch": {"id": "b-2"}})
     assert "House rules for search:" in one.json()["guidance"]
     assert "House rules for the ops team:" in two.json()["guidance"]
     assert one.json()["branch_id"] == "b-1"
@@ -96,9 +111,9 @@ def test_each_branch_keeps_its_own_registry_and_the_request_names_it(dev_server:
     ],
 )
 def test_a_bad_body_is_a_422_naming_the_problem_never_a_traceback(
-    dev_server: Server, body: bytes, where: list[str]
+    dev_app: TestClient, body: bytes, where: list[str]
 ) -> None:
-    response = httpx.post(f"{dev_server.url}/v1/turns", content=body, headers=JSON)
+    response = dev_app.post("/v1/turns", content=body, headers=JSON)
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["type"] == "invalid_body"
@@ -107,18 +122,18 @@ def test_a_bad_body_is_a_422_naming_the_problem_never_a_traceback(
     assert "Traceback" not in response.text
 
 
-def test_unknown_paths_and_methods_answer_json(dev_server: Server) -> None:
-    missing = httpx.get(f"{dev_server.url}/v2/nothing")
-    wrong = httpx.delete(f"{dev_server.url}/v1/turns")
+def test_unknown_paths_and_methods_answer_json(dev_app: TestClient) -> None:
+    missing = dev_app.get("/v2/nothing")
+    wrong = dev_app.delete("/v1/turns")
     assert (missing.status_code, missing.json()["error"]["type"]) == (404, "not_found")
     assert (wrong.status_code, wrong.json()["error"]["type"]) == (405, "method_not_allowed")
 
 
-def test_health_readiness_and_the_served_openapi_document(dev_server: Server) -> None:
-    assert httpx.get(f"{dev_server.url}/healthz").json() == {"status": "ok"}
-    ready = httpx.get(f"{dev_server.url}/readyz")
+def test_health_readiness_and_the_served_openapi_document(dev_app: TestClient) -> None:
+    assert dev_app.get("/healthz").json() == {"status": "ok"}
+    ready = dev_app.get("/readyz")
     assert (ready.status_code, ready.json()["status"]) == (200, "ready")
-    served = httpx.get(f"{dev_server.url}/openapi.json").json()
+    served = dev_app.get("/openapi.json").json()
     assert served == openapi_document()
 
 
@@ -128,8 +143,8 @@ def test_the_committed_openapi_document_is_the_served_one() -> None:
     assert committed == openapi_document()
 
 
-def test_the_manifest_is_the_effective_one(dev_server: Server) -> None:
-    document = httpx.get(f"{dev_server.url}/v1/manifest").json()
+def test_the_manifest_is_the_effective_one(dev_app: TestClient) -> None:
+    document = dev_app.get("/v1/manifest").json()
     assert document["env"] == "dev"
     assert document["path"].endswith("dev.yaml")
     providers = {p["name"]: p for p in document["manifest"]["providers"]}
@@ -148,12 +163,9 @@ def test_secrets_are_masked_in_every_answer(tmp_path: Path) -> None:
             }
         )
     )
-    server = start_serve([str(manifest)], env={"SERVE_SECRET": secret})
-    try:
-        turn = httpx.post(f"{server.url}/v1/turns", json={**TURN, "system": "S\n"})
-        document = httpx.get(f"{server.url}/v1/manifest")
-    finally:
-        assert server.stop() == 0
+    with served(manifest, env={"SERVE_SECRET": secret}) as client:
+        turn = client.post("/v1/turns", json={**TURN, "system": "S\n"})
+        document = client.get("/v1/manifest")
     assert turn.json()["report"]["blocks"] == ["key *** here"]
     assert turn.json()["guidance"] == "S\nkey *** here"
     assert document.json()["manifest"]["providers"][0]["text"] == "***"
@@ -172,16 +184,13 @@ def test_writeback_reaches_the_providers_hooks_and_the_next_turn(tmp_path: Path)
         "query": {"tags": ["action_response"]},
     }
     manifest.write_text(yaml.safe_dump({"version": 1, "providers": [entry]}))
-    server = start_serve([str(manifest)])
     result = {"action_responses": ["refund R-7 failed: card expired"]}
-    try:
-        url = f"{server.url}/v1/branches/payments-1/writeback"
-        unknown = httpx.post(url, json=result)
-        stored = httpx.post(url, json={**result, "branch": {"name": "payments"}})
-        turn = httpx.post(f"{server.url}/v1/turns", json=TURN)
-        bad = httpx.post(url, json={"x": []})
-    finally:
-        assert server.stop() == 0
+    with served(manifest) as client:
+        url = "/v1/branches/payments-1/writeback"
+        unknown = client.post(url, json=result)
+        stored = client.post(url, json={**result, "branch": {"name": "payments"}})
+        turn = client.post("/v1/turns", json=TURN)
+        bad = client.post(url, json={"x": []})
     assert unknown.status_code == 409  # no turn and no branch: never a default namespace
     assert unknown.json()["error"]["type"] == "unknown_branch"
     assert stored.status_code == 200
@@ -195,35 +204,32 @@ def test_writeback_reaches_the_providers_hooks_and_the_next_turn(tmp_path: Path)
 
 
 @pytest.fixture(scope="module")
-def guarded_server() -> Any:
+def guarded_server() -> Iterator[TestClient]:
     """A server with a bearer token, a small body limit and a tight rate limit."""
-    server = start_serve(
-        [str(CONFIGS), "--env", "dev", "--max-body-bytes", "2000", "--rate-limit", "1"],
-        env={"COMPOSER_SERVE_TOKEN": "the-token"},
-    )
-    yield server
-    assert server.stop() == 0
+    config = ServerConfig(env="dev", max_body_bytes=2000, rate_limit=1)
+    with served(CONFIGS, config, env={"COMPOSER_SERVE_TOKEN": "the-token"}) as client:
+        yield client
 
 
-def test_without_the_token_a_request_is_refused(guarded_server: Server) -> None:
-    url = f"{guarded_server.url}/v1/turns"
+def test_without_the_token_a_request_is_refused(guarded_server: TestClient) -> None:
+    url = "/v1/turns"
     cases = [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic the-token"}]
     for headers in cases:
-        response = httpx.post(url, json=TURN, headers=headers)
+        response = guarded_server.post(url, json=TURN, headers=headers)
         assert response.status_code == 401, headers
         assert response.json()["error"]["type"] == "unauthorized"
         assert response.headers["www-authenticate"].startswith("Bearer")
         time.sleep(1.1)  # stay under the rate limit of this server
-    assert httpx.get(f"{guarded_server.url}/healthz").status_code == 200  # probes are open
+    assert guarded_server.get("/healthz").status_code == 200  # probes are open
 
 
-def test_with_the_token_a_turn_is_served_and_limits_apply(guarded_server: Server) -> None:
+def test_with_the_token_a_turn_is_served_and_limits_apply(guarded_server: TestClient) -> None:
     headers = {"Authorization": "Bearer the-token"}
-    with httpx.Client(base_url=guarded_server.url, headers=headers) as client:
-        time.sleep(2.1)  # a full bucket: two requests
-        assert client.post("/v1/turns", json=TURN).status_code == 200
-        too_large = client.post("/v1/turns", content=b"x" * 5000, headers=JSON)
-        limited = client.post("/v1/turns", json=TURN)
+    client = guarded_server
+    time.sleep(2.1)  # a full bucket: two requests
+    assert client.post("/v1/turns", json=TURN, headers=headers).status_code == 200
+    too_large = client.post("/v1/turns", content=b"x" * 5000, headers={**JSON, **headers})
+    limited = client.post("/v1/turns", json=TURN, headers=headers)
     assert (too_large.status_code, too_large.json()["error"]["type"]) == (413, "too_large")
     assert (limited.status_code, limited.json()["error"]["type"]) == (429, "rate_limited")
     assert int(limited.headers["retry-after"]) >= 1
@@ -266,15 +272,11 @@ def test_a_killed_mcp_child_is_restarted_on_the_next_turn(tmp_path: Path) -> Non
     entry = notes_entry(pid_file)
     manifest = tmp_path / "m.yaml"
     manifest.write_text(yaml.safe_dump({"version": 1, "providers": [entry]}))
-    server = start_serve([str(manifest)])
-    try:
-        with httpx.Client(base_url=server.url, timeout=60) as client:
-            before = client.post("/v1/turns", json=TURN).json()
-            first_child = int(pid_file.read_text())
-            os.kill(first_child, 9)
-            after = client.post("/v1/turns", json=TURN).json()
-    finally:
-        assert server.stop() == 0
+    with served(manifest) as client:
+        before = client.post("/v1/turns", json=TURN).json()
+        first_child = int(pid_file.read_text())
+        os.kill(first_child, 9)
+        after = client.post("/v1/turns", json=TURN).json()
     assert before["report"]["failed"] == after["report"]["failed"] == []
     assert after["report"]["blocks"] == before["report"]["blocks"]
     assert int(pid_file.read_text()) != first_child

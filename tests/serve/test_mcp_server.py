@@ -1,5 +1,5 @@
 """The MCP server, driven by the SDK's own client: ``composer serve --mcp-stdio`` started as a
-subprocess, and ``/mcp`` of ``composer serve`` over streamable HTTP."""
+subprocess, and ``/mcp`` of ``composer serve``'s app (built in process) over streamable HTTP."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import INVALID_PARAMS, TextContent, TextResourceContents
+from starlette.applications import Starlette
 
 from composer import load_manifest
+from composer.serve import ServerConfig
 from composer.serve.mcp_server import mcp_server
 from composer.serve.service import ContextService
-from serve.conftest import CONFIGS, PYTHON, ROOT, Server, start_serve
+from serve.apps import LOOPBACK, served_async
+from serve.conftest import CONFIGS, PYTHON, ROOT
 
 INSTRUCTION = "The API returns 502 errors after the deploy, what do I do?"
 
@@ -115,17 +118,22 @@ async def test_the_preview_tool_returns_the_report_and_outcomes() -> None:
     assert data["guidance"].startswith("S\nHouse rules for the ops team")
 
 
-@pytest.fixture(scope="module")
-def token_server() -> Any:
-    server = start_serve(
-        [str(CONFIGS), "--env", "dev", "--rate-limit", "0"],
-        env={"COMPOSER_SERVE_TOKEN": "mcp-token"},
-    )
-    yield server
-    assert server.stop() == 0
+@contextlib.asynccontextmanager
+async def token_server() -> AsyncIterator[tuple[Starlette, httpx2.AsyncClient]]:
+    """``composer serve configs --env dev --rate-limit 0`` with a token: its app, and an
+    httpx2 client of it (the MCP SDK's HTTP client)."""
+    config = ServerConfig(env="dev", rate_limit=0)
+    env = {"COMPOSER_SERVE_TOKEN": "mcp-token"}
+    async with (
+        served_async(CONFIGS, config, env=env) as (app, _),
+        httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app), base_url=LOOPBACK, timeout=60
+        ) as http,
+    ):
+        yield app, http
 
 
-async def test_mcp_over_streamable_http_shares_the_servers_branches(token_server: Server) -> None:
+async def test_mcp_over_streamable_http_shares_the_servers_branches() -> None:
     """A turn posted to the HTTP API is the branch the MCP resource reads, with the token."""
     body = {
         "branch": {"id": "shared"},
@@ -133,23 +141,23 @@ async def test_mcp_over_streamable_http_shares_the_servers_branches(token_server
         "instruction": {"text": INSTRUCTION},
     }
     headers = {"Authorization": "Bearer mcp-token"}
-    posted = httpx2.post(f"{token_server.url}/v1/turns", json=body, headers=headers, timeout=60)
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
-        Client(streamable_http_client(f"{token_server.url}/mcp", http_client=http)) as client,
-    ):
-        read = await client.read_resource("composer://branches/shared/context")
+    async with token_server() as (_, http):
+        posted = await http.post("/v1/turns", json=body, headers=headers)
+        http.headers.update(headers)
+        async with Client(streamable_http_client(f"{LOOPBACK}/mcp", http_client=http)) as client:
+            read = await client.read_resource("composer://branches/shared/context")
     (content,) = read.contents
     assert isinstance(content, TextResourceContents)
     assert content.text == posted.json()["guidance"]
 
 
-async def test_mcp_over_http_is_refused_without_the_token(token_server: Server) -> None:
-    response = httpx2.post(
-        f"{token_server.url}/mcp",
-        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-        headers={"Accept": "application/json, text/event-stream"},
-    )
+async def test_mcp_over_http_is_refused_without_the_token() -> None:
+    async with token_server() as (_, http):
+        response = await http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
     assert response.status_code == 401
     assert response.json()["error"]["type"] == "unauthorized"
 

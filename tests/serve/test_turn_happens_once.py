@@ -1,6 +1,6 @@
 """A served turn happens or it does not, whatever the state store does during it.
 
-``composer serve --state`` over a real PostgreSQL or Redis reached through a relay the test
+``composer serve --state``'s app (built in process) over a real PostgreSQL or Redis reached through a relay the test
 cuts (the store going away), a real HTTP provider on 127.0.0.1 counting its calls, and the
 audit log the turns are written to (and the console's turns list): a store that dies while the providers run makes the
 turn a ``503`` whose audit line is marked unanswered; a store that is down makes it a ``503``
@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 import pytest
 from localserver import serving
 
 from composer.cli.main import main
-from serve.conftest import STARTUP_S, start_serve
+from composer.serve import ServerConfig
+from serve.apps import served
+from serve.conftest import STARTUP_S
 from serve.relay import relaying
 from serve.stores import postgres_dsn, redis_url, shared_store
 
@@ -108,41 +110,38 @@ def test_a_store_dying_during_a_turn_leaves_one_served_turn_after_the_retry(
         user = f"{parts.username}@" if parts.username else ""
         url = parts._replace(netloc=f"{user}127.0.0.1:{relay.port}").geturl()
         path = manifest(tmp_path, provider)
-        server = start_serve([str(path), "--state", url, "--state-schema", word, "--console"])
+        config = ServerConfig(state=url, state_schema=word, console=True)
         audit = tmp_path / "turns.jsonl"
-        try:
-            with httpx.Client(base_url=server.url, timeout=STARTUP_S) as client:
-                answer: list[httpx.Response] = []
-                first = threading.Thread(
-                    target=lambda: answer.append(client.post("/v1/turns", json=TURN))
-                )
-                first.start()
-                assert Counting.called.wait(STARTUP_S)  # the provider runs: the store goes
-                relay.cut()
-                Counting.release.set()
-                first.join(STARTUP_S)
-                assert answer[0].status_code == 503, answer[0].text
-                assert answer[0].json()["error"]["type"] == "state_unavailable"
-                assert Counting.calls == 1
+        with served(path, config) as client:
+            answer: list[httpx2.Response] = []
+            first = threading.Thread(
+                target=lambda: answer.append(client.post("/v1/turns", json=TURN))
+            )
+            first.start()
+            assert Counting.called.wait(STARTUP_S)  # the provider runs: the store goes
+            relay.cut()
+            Counting.release.set()
+            first.join(STARTUP_S)
+            assert answer[0].status_code == 503, answer[0].text
+            assert answer[0].json()["error"]["type"] == "state_unavailable"
+            assert Counting.calls == 1
 
-                down = client.post("/v1/turns", json=TURN)  # the store is still down
-                assert down.status_code == 503
-                assert down.json()["error"]["type"] == "state_unavailable"
-                assert Counting.calls == 1  # no provider called
+            down = client.post("/v1/turns", json=TURN)  # the store is still down
+            assert down.status_code == 503
+            assert down.json()["error"]["type"] == "state_unavailable"
+            assert Counting.calls == 1  # no provider called
 
-                relay.restore()
+            relay.restore()
+            retried = client.post("/v1/turns", json=TURN)
+            for _ in range(5):  # a pooled connection the cut killed answers 503 once
+                if retried.status_code != 503:
+                    break
                 retried = client.post("/v1/turns", json=TURN)
-                for _ in range(5):  # a pooled connection the cut killed answers 503 once
-                    if retried.status_code != 503:
-                        break
-                    retried = client.post("/v1/turns", json=TURN)
-                assert retried.status_code == 200, retried.text
-                assert "payments degraded" in retried.json()["guidance"]
-                audit_lines(audit, 2)
-                page = client.get("/console/turns").text  # the console's turns list
-                assert page.count(">unanswered</span>") == 1
-        finally:
-            assert server.stop() == 0
+            assert retried.status_code == 200, retried.text
+            assert "payments degraded" in retried.json()["guidance"]
+            audit_lines(audit, 2)
+            page = client.get("/console/turns").text  # the console's turns list
+            assert page.count(">unanswered</span>") == 1
     lines = audit_lines(audit, 2)
     assert len(lines) == 2  # the 503s before a provider ran wrote nothing
     assert [line.get("answered", True) for line in lines] == [False, True]
