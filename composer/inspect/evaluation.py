@@ -22,7 +22,7 @@ from composer.inspect.metrics import MEASURES, Judged, Measures, measure
 from composer.inspect.questions import Question, Questions
 from composer.manifest import Manifest
 from composer.manifest.loader import load_manifest
-from composer.outcomes import explaining
+from composer.outcomes import explain_turns
 from composer.registry import ProviderReport
 from composer.turn import Branch, Instruction, prepare_turn
 
@@ -116,8 +116,11 @@ def judged(report: ProviderReport) -> dict[str, list[Judged]]:
     """By provider name, its ranked candidates of the turn, best first, and whether each
     reached the model-visible text."""
     return {
-        name: [Judged(c.id, c.tokens or 0, c.fate == "admitted") for c in candidates]
-        for name, candidates in report.candidates().items()
+        explanation.provider: [
+            Judged(c.id, c.tokens or 0, c.fate == "admitted") for c in explanation.candidates
+        ]
+        for explanation in report.explanations
+        if explanation.candidates is not None
     }
 
 
@@ -201,7 +204,7 @@ async def _ask(manifest: Manifest, question: Question, k: int) -> ProviderReport
     branch = Branch(question.system, name=question.branch.name, metadata=question.branch.metadata)
     branch._context_providers = registry
     try:
-        with explaining(depth=k):
+        with explain_turns(depth=k):
             turn = await prepare_turn(branch, Instruction(question.instruction))
     finally:
         await registry.aclose()
