@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from composer.plugin import (
@@ -166,8 +166,9 @@ class Item(NamedTuple):
 
 def ranked(
     provider: object,
-    items: Sequence[Item],
+    count: int,
     render: Render,
+    items: Callable[[], Sequence[Item]],
     *,
     near: Sequence[tuple[Item, Fate]] = (),
     max_tokens: int | None,
@@ -178,26 +179,36 @@ def ranked(
     setting: str,
     advice: str = "",
 ) -> str | None:
-    """The block of ``items`` (the provider's result, best first), fitted as ``pack`` fits
-    it; when the engine wants rankings, the ranking is reported too.
+    """The block of the provider's ``count`` results (best first), fitted as ``packed``
+    fits it; when the engine wants rankings, the ranking is reported too.
 
-    ``render`` takes indices into ``items`` followed by ``near`` (the near misses, each with
-    its fate, found only while the turn explains itself). ``max_tokens`` is the provider's cap
-    less ``reserve``, the tokens the engine's ``wrap`` may add.
+    ``items()`` describes the results (made only then: a turn that wants no ranking pays
+    nothing for it); ``render`` takes indices into them followed by ``near`` (the near misses,
+    each with its fate, found only while the turn explains itself). ``max_tokens`` is the
+    provider's cap less ``reserve``, the tokens the engine's ``wrap`` may add.
     """
+    text: str | None = None
+    chosen: list[int] = []
+    if count:  # none: no block, but the near misses may still be explained
+        text, chosen = packed(
+            count,
+            render,
+            max_tokens=max_tokens,
+            max_chars=max_chars,
+            fit=fit,
+            label=label,
+            setting=setting,
+            advice=advice,
+        )
+    if not ranking_wanted():
+        return text
     fitted = functools.partial(
         packed, max_chars=max_chars, label=label, setting=setting, advice=advice
     )
-    text: str | None = None
-    chosen: list[int] = []
-    if items:  # none: no block, but the near misses may still be explained
-        text, chosen = fitted(len(items), render, max_tokens=max_tokens, fit=fit)
-    if not ranking_wanted():
-        return text
     held = set(chosen)
     candidates = [
         Candidate(item.id, item.score, "admitted" if i in held else "cut_to_fit", item.text)
-        for i, item in enumerate(items)
+        for i, item in enumerate(items())
     ]
     candidates += [Candidate(item.id, item.score, fate, item.text) for item, fate in near]
     if explaining():

@@ -208,6 +208,11 @@ def passage_id(passage: Passage) -> str:
     return f"{passage.path}#{passage.heading}" if passage.heading else passage.path
 
 
+def _item(hit: tuple[Passage, float]) -> Item:
+    passage, score = hit
+    return Item(passage_id(passage), round(score, 4), passage.text)
+
+
 class FileCorpusProvider(Provider[FileCorpusConfig]):
     """Renders the query, searches the shared index, formats the hits that fit; no hit, no
     block."""
@@ -251,7 +256,7 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
         near = self._near_misses(query, hits) if explaining() else []
         if not hits and not near:
             return None
-        found = [*hits, *(hit for hit, _ in near)]
+        found = hits + [hit for hit, _ in near] if near else hits
         views = [
             {"path": p.path, "heading": p.heading, "text": p.text, "score": round(score, 4)}
             for p, score in found
@@ -267,11 +272,10 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
         cap = config.max_tokens
         return ranked(
             self,
-            [Item(passage_id(p), round(score, 4), p.text) for p, score in hits],
+            len(hits),
             render,
-            near=[
-                (Item(passage_id(p), round(score, 4), p.text), fate) for (p, score), fate in near
-            ],
+            lambda: [_item(hit) for hit in hits],
+            near=[(_item(hit), fate) for hit, fate in near],
             max_tokens=max(cap - self.reserve_tokens, 1) if cap else None,
             reserve=self.reserve_tokens,
             max_chars=config.max_block_chars,

@@ -475,8 +475,9 @@ class MemoryProvider(Provider[MemoryConfig]):
         cap = self.config.max_tokens
         return ranked(
             self,
-            [_item(view) for view in hits],
+            len(hits),
             lambda chosen: header + separator.join(rendered[i] for i in chosen),
+            lambda: [_item(view) for view in hits],
             near=[(_item(view), fate) for view, fate in near],
             max_tokens=max(cap - self.reserve_tokens, 1) if cap else None,
             reserve=self.reserve_tokens,
