@@ -29,6 +29,7 @@ from typing import Any, Literal, NamedTuple
 __all__ = [
     "CURRENT_TURN",
     "EXPLAIN",
+    "EXPLAIN_DEPTH",
     "FATES",
     "RECENT_TURNS",
     "Candidate",
@@ -295,15 +296,23 @@ EXPLAIN: ContextVar[bool] = ContextVar("composer_explain", default=False)
 """Whether turns gathered in this context explain themselves (``explain_turns``)."""
 
 
+EXPLAIN_DEPTH: ContextVar[int] = ContextVar("composer_explain_depth", default=0)
+"""At least how many items each ranking provider looks at while explaining (``composer eval``
+asks for ``--k``)."""
+
+
 @contextmanager
-def explain_turns(on: bool = True) -> Iterator[None]:
+def explain_turns(on: bool = True, *, depth: int = 0) -> Iterator[None]:
     """Turns gathered inside explain themselves: every candidate each ranking provider
     considered, near misses included, in ``ProviderReport.explanations`` (a manifest-built
-    registry only). ``composer preview --explain`` and a server asked for it use this."""
+    registry only). ``composer preview --explain`` and a server asked for it use this;
+    ``depth`` asks each ranking provider to look at least that deep (``composer eval``)."""
     token = EXPLAIN.set(on)
+    deep = EXPLAIN_DEPTH.set(depth)
     try:
         yield
     finally:
+        EXPLAIN_DEPTH.reset(deep)
         EXPLAIN.reset(token)
 
 
@@ -315,8 +324,9 @@ def explaining() -> bool:
 
 def search_depth(top_k: int) -> int:
     """How many items a ranking provider should look at: ``top_k``, or twice as many while
-    the turn explains itself, so that as many near misses as admitted items show."""
-    return 2 * top_k if explaining() else top_k
+    the turn explains itself, so that as many near misses as admitted items show (deeper
+    when ``explain_turns`` asked for a depth)."""
+    return max(2 * top_k, EXPLAIN_DEPTH.get()) if explaining() else top_k
 
 
 def ranking_wanted() -> bool:

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from composer.build import build_registry
+from composer.catalog import ProviderTypes, catalog_of
 from composer.errors import ComposerError, ManifestError, SettingsError
+from composer.inspect.expectations import recorded_response, with_recorded
 from composer.inspect.metrics import MEASURES, Judged, Measures, measure
 from composer.inspect.questions import Question, Questions
 from composer.manifest import Manifest
@@ -33,6 +35,7 @@ __all__ = [
     "Scores",
     "evaluate",
     "floors_failed",
+    "judged",
     "junit_xml",
     "parse_floor",
 ]
@@ -132,6 +135,7 @@ async def evaluate(
     k: int = DEFAULT_K,
     label: str = "",
     from_environment: bool = False,
+    types: ProviderTypes | None = None,
     loaded: Callable[[Manifest], None] | None = None,
 ) -> Scores:
     """Ask every question of ``manifest`` (default: the file's) and measure its context.
@@ -145,17 +149,23 @@ async def evaluate(
     per_provider: dict[str, list[Measures]] = {}
     overall: list[Measures] = []
     manifests: dict[str | None, Manifest] = {}
+    broken: dict[str | None, int] = {}  # env -> its load problem's index in scores.problems
     try:
         for index, question in enumerate(questions.model.questions):
             at = ("questions", index)
             wanted = env if env is not None else (question.env or questions.model.env)
+            if wanted in broken:
+                continue  # said once, at its first question
             try:
                 if wanted not in manifests:
                     manifests[wanted] = _load(path, wanted, questions, from_environment)
                     if loaded is not None:
                         loaded(manifests[wanted])
             except (ManifestError, SettingsError) as e:
-                scores.problems.append(Problem(questions.where(*at), _message(e)))
+                shown = f"environment {wanted}" if wanted else "the manifest"
+                message = f"{shown} does not load, its questions are left out: {_message(e)}"
+                broken[wanted] = len(scores.problems)
+                scores.problems.append(Problem(questions.where(*at), message))
                 continue
             current = manifests[wanted]
             declared = {config.name for config in current.providers}
@@ -166,7 +176,7 @@ async def evaluate(
             if missing:
                 continue
             try:
-                report = await _ask(current, question, k)
+                report = await _ask(current, question, k, types)
             except ComposerError as e:
                 message = current.redact(f"the turn failed: {e}")
                 scores.problems.append(Problem(questions.where(*at), message))
@@ -198,9 +208,16 @@ def _message(error: ManifestError | SettingsError) -> str:
     return str(error)
 
 
-async def _ask(manifest: Manifest, question: Question, k: int) -> ProviderReport:
-    """One explained turn of ``question``, candidates at least ``k`` deep."""
-    registry = build_registry(manifest)
+async def _ask(
+    manifest: Manifest, question: Question, k: int, types: ProviderTypes | None
+) -> ProviderReport:
+    """One explained turn of ``question``, candidates at least ``k`` deep; a provider given a
+    recorded response answers with it."""
+    if question.responses:
+        installed = types or catalog_of(manifest) or ProviderTypes.installed()
+        recorded = {name: recorded_response(value) for name, value in question.responses.items()}
+        types = with_recorded(installed, recorded)
+    registry = build_registry(manifest, types=types)
     branch = Branch(question.system, name=question.branch.name, metadata=question.branch.metadata)
     branch._context_providers = registry
     try:
@@ -218,9 +235,9 @@ def junit_xml(display: str, scores: Scores, floors: Iterable[Floor]) -> bytes:
     names = [*scores.providers, "overall"]
     cases: list[tuple[str, Mapping[str, float], list[str]]] = []
     for name in names:
-        measures = scores.overall if name == "overall" else scores.providers[name]
+        of = scores.overall if name == "overall" else scores.providers[name]
         own = [f for f in floors if f.provider == name]
-        cases.append((name, measures.as_dict(), floors_failed(scores, own)))
+        cases.append((name, of.as_dict(), floors_failed(scores, own)))
     unknown = [f for f in floors if f.provider not in names]
     failures = sum(1 for *_, failed in cases if failed) + len(unknown)
     counts = {
@@ -230,10 +247,10 @@ def junit_xml(display: str, scores: Scores, floors: Iterable[Floor]) -> bytes:
     }
     root = ElementTree.Element("testsuites", {"name": "composer eval", **counts})
     suite = ElementTree.SubElement(root, "testsuite", {"name": display, **counts})
-    for name, measures, failed in cases:
+    for name, figures, failed in cases:
         case = ElementTree.SubElement(suite, "testcase", {"name": name, "classname": display})
         properties = ElementTree.SubElement(case, "properties")
-        for key, value in measures.items():
+        for key, value in figures.items():
             ElementTree.SubElement(properties, "property", {"name": key, "value": f"{value:g}"})
         if failed:
             element = ElementTree.SubElement(case, "failure", {"message": failed[0]})

@@ -17,15 +17,16 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator
 
 from composer.errors import ManifestError
-from composer.inspect.expectations import BranchSpec
+from composer.inspect.expectations import BranchSpec, Recorded
 from composer.inspect.preview import DEFAULT_SYSTEM
 from composer.manifest import StrictModel
 from composer.manifest.validation_errors import locate, translate
 from composer.manifest.yamlnodes import Node, plain, read_yaml
 
-__all__ = ["Question", "QuestionFile", "Questions", "load_questions"]
+__all__ = ["Labels", "Question", "QuestionFile", "Questions", "load_questions"]
 
 Labels = list[str] | dict[str, float]
+"""A provider's relevant passages: labels (each of gain 1), or label -> gain."""
 
 
 class Question(StrictModel):
@@ -40,6 +41,11 @@ class Question(StrictModel):
     )
     branch: BranchSpec = Field(
         default_factory=BranchSpec, description="`name` and `metadata` templates see."
+    )
+    responses: dict[str, str | Recorded] = Field(
+        default_factory=dict,
+        description="By provider name: the text it returns instead of doing its work (as in "
+        "a test file), so that a question never calls the network.",
     )
     relevant: dict[str, Labels] = Field(
         min_length=1,

@@ -140,6 +140,7 @@ tests:
 """
 
 _QUESTIONS = """\
+# yaml-language-server: $schema=questions.schema.json
 # Questions the team's agent is asked, with the passages that should reach it, per provider:
 # `composer eval questions.yaml` measures the context each gets (add your own; CI can gate on
 # them with --min, e.g. --min runbooks.recall=0.8).

@@ -49,8 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="PROVIDER.MEASURE=VALUE",
-        help="fail below this floor, e.g. runbooks.recall=0.8 or overall.ndcg=0.7 "
-        "(repeatable)",
+        help="fail below this floor, e.g. runbooks.recall=0.8 or overall.ndcg=0.7 (repeatable)",
     )
     parser.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
     parser.add_argument(
@@ -87,12 +86,13 @@ def run(args: argparse.Namespace, output: Output) -> int:
         for error in e.errors:
             output.error(f"{error.location}: {error.message}")
         return FAILURE
+    shown = output.muted() if args.json else output  # results: as JSON
     try:
-        sides = _sides(args, questions, envs, output)
+        sides = _sides(args, questions, envs, shown)
     except SettingsError as e:
         output.error(f"composer eval: {e}")
         return FAILURE
-    return _report(args, output, questions, sides, floors)
+    return _report(args, output, shown, sides, floors)
 
 
 def _sides(
@@ -136,13 +136,13 @@ def _sides(
 def _report(
     args: argparse.Namespace,
     output: Output,
-    questions: Questions,
+    shown: Output,
     sides: list[Scores],
     floors: list[Floor],
 ) -> int:
+    """Print the figures on ``shown`` (muted under --json), the JSON document on ``output``."""
     from composer.inspect.evaluation import floors_failed, junit_xml
 
-    json_out, shown = output, output.muted() if args.json else output
     for side in sides:
         for problem in side.problems:
             shown.error(output.relative(f"{problem.where}: {problem.message}"))
@@ -160,7 +160,7 @@ def _report(
     if args.json:
         from composer.cli.output import print_document
 
-        print_document(json_out, _document(args.k, sides, failed))
+        print_document(output, _document(args.k, sides, failed))
     ok = not failed and not any(side.problems for side in sides)
     return SUCCESS if ok else FAILURE
 
@@ -221,7 +221,7 @@ def _print_rows(output: Output, rows: list[list[str]], right: set[int]) -> None:
 def _document(k: int, sides: list[Scores], failed: list[str]) -> EvalDocument:
     """``{"version": 1, "k": K, "providers": …, "overall": …}`` (of the second side when
     comparing, with ``compared`` holding both sides and the deltas)."""
-    from composer.inspect.documents import EvalSide
+    from composer.inspect.documents import EvalDocument, EvalSide
 
     last = sides[-1]
 
