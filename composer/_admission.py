@@ -409,10 +409,9 @@ def ranked_report(
         explanation = admission.explanation
         explanations[index] = explanation
         verdict, tokens = admission.verdict, admission.tokens
-        if verdict == "empty" or verdict == "over_max_tokens":  # as ADR D3: before any notice
+        if verdict == "over_max_tokens":  # as ADR D3: before any notice is considered
             outcomes[index] = ProviderOutcome(name, verdict, tokens, ms)
-            if verdict == "over_max_tokens":
-                over_cap.append(name)
+            over_cap.append(name)
             continue
         failure = degraded_by.get(id(entries[index].provider))
         if failure is not None:  # its notice: admitted or not, the outcome says it failed
@@ -426,7 +425,9 @@ def ranked_report(
                 fired.append({"provider_name": name, "tokens": tokens})
             outcomes[index] = ProviderOutcome(name, kind, tokens, ms, type(cause).__name__, reason)
             continue
-        if verdict == "kept":
+        if verdict == "empty":  # dedup left nothing of it
+            outcomes[index] = ProviderOutcome(name, "empty", None, ms)
+        elif verdict == "kept":
             assert admission.text is not None
             blocks.append(admission.text)
             fired.append({"provider_name": name, "tokens": tokens})

@@ -121,11 +121,15 @@ def decided(report: composer.ProviderReport) -> list[Any]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(specs=st.lists(SPECS, max_size=7), budget=st.integers(0, 60))
+@given(
+    specs=st.lists(SPECS, max_size=7),
+    budget=st.integers(0, 60),
+    gather=st.sampled_from(["sequential", "concurrent"]),
+)
 def test_an_explained_turn_admits_exactly_what_a_plain_turn_admits(
-    specs: list[Spec], budget: int
+    specs: list[Spec], budget: int, gather: Literal["sequential", "concurrent"]
 ) -> None:
-    manifest = manifest_of(specs, budget, RuntimeConfig())
+    manifest = manifest_of(specs, budget, RuntimeConfig(gather=gather))
     plain = report_of(manifest)
     explained = report_of(manifest, explain=True)
     assert plain.explanations == []

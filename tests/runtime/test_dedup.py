@@ -218,3 +218,27 @@ def test_similarity_is_the_jaccard_of_three_word_shingles() -> None:
     assert similarity("a b c d", "a b c e") == pytest.approx(1 / 3)  # {abc, bcd} vs {abc, bce}
     assert similarity("A, b!", "a b") == 1.0
     assert similarity("", "a") == 0.0
+
+
+async def test_a_notice_left_empty_by_dedup_still_says_its_provider_failed(
+    tmp_path: Path, corpus: Path
+) -> None:
+    """A failing provider whose ``on_failure`` notice repeats what was admitted: no block,
+    but its outcome stays ``failed`` and the report lists it as degraded."""
+    broken = {
+        "name": "broken",
+        "type": "static",
+        "priority": 5,
+        "text": "{{ instruction.context.ticket.title }}",
+        "on_failure": {"notice": OTHER},
+    }
+    prepared = await turn(
+        load(tmp_path, corpus, [OTHER], extra=[broken], runtime={"dedup": "exact"})
+    )
+    report = prepared.report
+    assert report is not None
+    assert times_seen(prepared, OTHER) == 1
+    assert [o.outcome for o in report.outcomes] == ["fired", "fired", "failed"]
+    assert [d["provider_name"] for d in report.degraded] == ["broken"]
+    assert report.skipped == []
+    assert report.failed == []  # a notice stands in: ADR D2's failed list is for no answer
