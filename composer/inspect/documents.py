@@ -337,6 +337,8 @@ class EvalSide(Document):
     """The environment, folder or revision, as the command names it."""
     questions: int
     """Questions measured (those that ran)."""
+    tokens: float
+    """Mean tokens admitted per question (every provider's block, as the budget counts)."""
     providers: dict[str, EvalMeasures]
     """By provider name, the mean over the questions that label it."""
     overall: EvalMeasures
@@ -356,6 +358,8 @@ class EvalDocument(Document):
     """The mean over every (question, provider) pair."""
     questions: int
     """Questions measured (those that ran)."""
+    tokens: float
+    """Mean tokens admitted per question (every provider's block, as the budget counts)."""
     below_floor: list[str]
     """Each ``--min`` floor not met, as a sentence."""
     problems: list[str]

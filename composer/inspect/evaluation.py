@@ -60,6 +60,8 @@ class Scores:
     providers: dict[str, Measures] = field(default_factory=dict)
     overall: Measures = field(default_factory=lambda: Measures(0, 0, 0, 0, 0))
     questions: int = 0
+    tokens: float = 0.0
+    """Mean tokens admitted per question (every provider's block, as the budget counts)."""
     problems: list[Problem] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -145,9 +147,21 @@ async def evaluate(
     is not declared, its turn fails) is a ``Problem`` and left out of the means.
     """
     path = Path(manifest) if manifest is not None else questions.manifest_path
-    scores = Scores(label or str(manifest or questions.model.manifest), k)
+    if not label:
+        shown = (
+            os.fspath(manifest)
+            if manifest is not None
+            else os.path.normpath(
+                os.path.join(os.path.dirname(questions.display), questions.model.manifest)
+            )
+        )
+        label = shown + (
+            f" (env {env or questions.model.env})" if env or questions.model.env else ""
+        )
+    scores = Scores(label, k)
     per_provider: dict[str, list[Measures]] = {}
     overall: list[Measures] = []
+    spent: list[int] = []
     manifests: dict[str | None, Manifest] = {}
     broken: dict[str | None, int] = {}  # env -> its load problem's index in scores.problems
     try:
@@ -183,6 +197,7 @@ async def evaluate(
                 continue
             candidates = judged(report)
             scores.questions += 1
+            spent.append(sum(int(row["tokens"]) for row in report.fired))
             for name in question.relevant:
                 result = measure(candidates.get(name, []), question.gains(name), k)
                 per_provider.setdefault(name, []).append(result)
@@ -192,6 +207,7 @@ async def evaluate(
             await opened.aclose()
     scores.providers = {name: Measures.mean(many) for name, many in per_provider.items()}
     scores.overall = Measures.mean(overall)
+    scores.tokens = sum(spent) / len(spent) if spent else 0.0
     return scores
 
 

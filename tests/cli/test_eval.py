@@ -63,7 +63,9 @@ def test_the_table_names_each_provider_and_the_overall_mean(
         "runbooks",
         "team-memory",
         "overall",
+        "tokens",
     ]
+    assert lines[-1].startswith("tokens admitted per question: ")
 
 
 def test_a_floor_fails_the_run_and_says_which(capsys: pytest.CaptureFixture[str]) -> None:

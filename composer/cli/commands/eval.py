@@ -180,6 +180,7 @@ def _table(output: Output, scores: Scores) -> None:
         rows.append(_cells(name, measures.as_dict()))
     rows.append(_cells("overall", scores.overall.as_dict()))
     _print_rows(output, rows, right=set(range(1, len(MEASURES) + 1)))
+    output.print(f"tokens admitted per question: {scores.tokens:.1f} (mean)")
 
 
 def _compared(output: Output, before: Scores, after: Scores) -> None:
@@ -205,6 +206,15 @@ def _compared(output: Output, before: Scores, after: Scores) -> None:
                     change,
                 ]
             )
+    rows.append(
+        [
+            "tokens",
+            "per question",
+            f"{before.tokens:.1f}",
+            f"{after.tokens:.1f}",
+            f"{after.tokens - before.tokens:+.1f}",
+        ]
+    )
     _print_rows(output, rows, right={2, 3, 4})
 
 
@@ -227,7 +237,12 @@ def _document(k: int, sides: list[Scores], failed: list[str]) -> EvalDocument:
 
     def side(scores: Scores) -> EvalSide:
         return EvalSide.model_validate(
-            {"label": scores.label, "questions": scores.questions, **scores.as_dict()}
+            {
+                "label": scores.label,
+                "questions": scores.questions,
+                "tokens": round(scores.tokens, 1),
+                **scores.as_dict(),
+            }
         )
 
     compared = None
@@ -238,6 +253,7 @@ def _document(k: int, sides: list[Scores], failed: list[str]) -> EvalDocument:
         providers={n: m.as_dict() for n, m in last.providers.items()},
         overall=last.overall.as_dict(),
         questions=last.questions,
+        tokens=round(last.tokens, 1),
         below_floor=failed,
         problems=[f"{p.where}: {p.message}" for s in sides for p in s.problems],
         compared=compared,
