@@ -271,6 +271,8 @@ class Explanation:
     cap: int | None = None
     taken_by: list[str] = field(default_factory=list)
     refitted: bool = False
+    left_off: int = 0
+    """Candidates considered but not held here (an audit line keeps the best few)."""
 
     def to_json(self, *, text: bool = False, limit: int | None = None) -> dict[str, Any]:
         """JSON data (the shape ``composer preview --json`` documents); ``limit`` keeps the
@@ -288,7 +290,8 @@ class Explanation:
             "taken_by": list(self.taken_by),
             "refitted": self.refitted,
             "candidates": None if shown is None else [c.to_json(text=text) for c in shown],
-            "candidates_left_off": 0 if candidates is None else len(candidates) - len(shown or []),
+            "candidates_left_off": self.left_off
+            + (0 if candidates is None else len(candidates) - len(shown or [])),
         }
 
 

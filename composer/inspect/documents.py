@@ -14,7 +14,6 @@ prints against its model, so the page, the models and the output cannot drift ap
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -47,7 +46,6 @@ __all__ = [
     "Variables",
     "diagnostic",
     "located",
-    "map_strings",
 ]
 
 
@@ -106,18 +104,6 @@ def diagnostic(location: str | None, message: str) -> Diagnostic:
     if where is None:
         return Diagnostic(path=None, line=None, column=None, message=message)
     return Diagnostic(path=where.path, line=where.line, column=where.column, message=message)
-
-
-def map_strings(data: Any, change: Callable[[str], str]) -> Any:
-    """``data`` (a JSON value) with ``change`` applied to every string value in it (not to
-    keys: a document's keys are its own)."""
-    if isinstance(data, str):
-        return change(data)
-    if isinstance(data, dict):
-        return {key: map_strings(value, change) for key, value in data.items()}
-    if isinstance(data, list):
-        return [map_strings(value, change) for value in data]
-    return data
 
 
 # ------------------------------------------------------------------ composer validate

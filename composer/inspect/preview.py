@@ -20,8 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from composer.build import build_registry
 from composer.catalog import ProviderTypes
 from composer.hooks import Progress
-from composer.inspect.documents import map_strings
-from composer.manifest import Manifest
+from composer.manifest import Manifest, map_strings
 from composer.outcomes import Fate, Outcome, ProviderOutcome, explain_turns
 from composer.registry import ProviderReport
 from composer.turn import Branch, Instruction, prepare_turn

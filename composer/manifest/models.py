@@ -13,7 +13,7 @@ import functools
 import json
 import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
@@ -59,6 +59,7 @@ __all__ = [
     "WrapTemplate",
     "field_names_by_key",
     "manifest_model",
+    "map_strings",
     "redact",
 ]
 
@@ -632,6 +633,18 @@ class Manifest(StrictModel, AsyncCloseable):
     def redact(self, text: str) -> str:
         """``text`` with every value that came from a ``${VAR}`` replaced by ``***``."""
         return redact(text, self._secrets)
+
+
+def map_strings(data: Any, change: Callable[[str], str]) -> Any:
+    """``data`` (a JSON value) with ``change`` applied to every string value in it (not to
+    keys: a document's keys are its own)."""
+    if isinstance(data, str):
+        return change(data)
+    if isinstance(data, dict):
+        return {key: map_strings(value, change) for key, value in data.items()}
+    if isinstance(data, list):
+        return [map_strings(value, change) for value in data]
+    return data
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
