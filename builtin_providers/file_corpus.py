@@ -6,7 +6,10 @@ and refreshed in the background when a file under the root changes, checked at m
 ``refresh_s`` seconds, so a turn never waits for a rebuild after the first. Ranking is BM25 (bm25s, Lucene variant) over lower-cased alphanumeric words
 minus bm25s's wider English stop-word list, stemmed with a Snowball stemmer (PyStemmer;
 ``stemmer``). The block holds the best passages that fit the provider's ``max_tokens`` and
-``max_block_chars`` (``fit``; see ``_fitting``).
+``max_block_chars`` (``fit``; see ``_fitting``). When the engine wants the turn's ranking
+(dedup, fill, an explanation) the provider reports each passage it considered, named
+``path#Title > Section`` (``passage_id``); while the turn explains itself it also searches
+``2 * top_k`` deep without ``min_score``, so the near misses show.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ from builtin_providers._fitting import (
     BLOCK_CHARS,
     MAX_BLOCK_CHARS,
     RENDER_LIMITS,
-    pack,
+    Item,
+    ranked,
     wrap_reserve,
 )
 from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
+    Fate,
     ManifestPath,
     Problem,
     Progress,
@@ -42,6 +47,8 @@ from composer.plugin import (
     Template,
     TemplateShape,
     compile_template,
+    explaining,
+    search_depth,
     template_check,
 )
 
@@ -52,6 +59,7 @@ __all__ = [
     "FileCorpusConfig",
     "FileCorpusProvider",
     "Progress",
+    "passage_id",
     "provider_type",
 ]
 
@@ -192,6 +200,19 @@ class FileCorpusConfig(ProviderConfig):
         return "file_corpus:" + json.dumps(values)
 
 
+def passage_id(passage: Passage) -> str:
+    """A passage's stable id: its file, then ``#`` and its heading path as ``hit.path`` and
+    ``hit.heading`` show them (``runbooks/deploy.md#Deploy rollback > When to roll back``);
+    the file alone when it has no heading. A section long enough to be cut into several
+    passages gives each the same id."""
+    return f"{passage.path}#{passage.heading}" if passage.heading else passage.path
+
+
+def _item(hit: tuple[Passage, float]) -> Item:
+    passage, score = hit
+    return Item(passage_id(passage), round(score, 4), passage.text)
+
+
 class FileCorpusProvider(Provider[FileCorpusConfig]):
     """Renders the query, searches the shared index, formats the hits that fit; no hit, no
     block."""
@@ -232,11 +253,13 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
         if not query:
             return None
         hits = await self.search(query)
-        if not hits:
+        near = self._near_misses(query, hits) if explaining() else []
+        if not hits and not near:
             return None
+        found = hits + [hit for hit, _ in near] if near else hits
         views = [
             {"path": p.path, "heading": p.heading, "text": p.text, "score": round(score, 4)}
-            for p, score in hits
+            for p, score in found
         ]
 
         def render(chosen: Sequence[int]) -> str:
@@ -247,16 +270,37 @@ class FileCorpusProvider(Provider[FileCorpusConfig]):
 
         config = self.config
         cap = config.max_tokens
-        return pack(
-            len(views),
+        return ranked(
+            self,
+            len(hits),
             render,
+            lambda: [_item(hit) for hit in hits],
+            near=[(_item(hit), fate) for hit, fate in near],
             max_tokens=max(cap - self.reserve_tokens, 1) if cap else None,
+            reserve=self.reserve_tokens,
             max_chars=config.max_block_chars,
             fit=config.fit,
             label=f"file_corpus {self.name!r}",
             setting="max_block_chars",
             advice="or lower `top_k`",
         )
+
+    def _near_misses(
+        self, query: str, hits: list[tuple[Passage, float]]
+    ) -> list[tuple[tuple[Passage, float], Fate]]:
+        """The passages a search ``search_depth(top_k)`` deep without ``min_score`` finds
+        beyond ``hits``, each with why it is not among them (a second search, so that the
+        hits are exactly those of a turn that does not explain itself)."""
+        config = self.config
+        taken = {(p.path, p.heading, p.text) for p, _ in hits}
+        floor = config.min_score
+        misses: list[tuple[tuple[Passage, float], Fate]] = []
+        for passage, score in self.index.search(query, search_depth(config.top_k)):
+            if (passage.path, passage.heading, passage.text) in taken:
+                continue
+            below = floor is not None and score < floor
+            misses.append(((passage, score), "below_min_score" if below else "beyond_top_k"))
+        return misses
 
     def __repr__(self) -> str:
         return f"<FileCorpusProvider {self.name!r} root={str(self.config.root)!r}>"

@@ -17,6 +17,10 @@ content, so a retried writeback stores nothing twice, and each item is bounded
 (``writeback.max_item_chars``): a longer tool result is stored cut, with a note of its full
 length, counted (``WritebackCount``) and logged, so that no single result can push every later
 turn's block over the render cap.
+
+When the engine wants the turn's ranking (dedup, fill, an explanation) the provider reports
+each item it found, by item id; while the turn explains itself it also queries
+``2 * query.limit`` items without ``min_score``, so the near misses show.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from builtin_providers._fitting import MAX_BLOCK_CHARS, pack, wrap_reserve
+from builtin_providers._fitting import MAX_BLOCK_CHARS, Item, ranked, wrap_reserve
 from builtin_providers._lionagi_memory import is_lionagi, lionagi_query, store_lionagi
 from builtin_providers.stores import (
     ItemStore,
@@ -53,6 +57,7 @@ from composer.plugin import (
     CONTEXT_NAMES,
     BuildContext,
     CompiledTemplate,
+    Fate,
     Problem,
     Provider,
     ProviderConfig,
@@ -66,6 +71,8 @@ from composer.plugin import (
     branch_view,
     compile_template,
     dsn_secrets,
+    explaining,
+    search_depth,
     template_check,
     turn_key,
 )
@@ -324,6 +331,12 @@ def _item_view(item: Any) -> dict[str, Any]:
     }
 
 
+def _item(view: dict[str, Any]) -> Item:
+    """A hit as a ranked item: its id, its score, the text a search reads of it."""
+    score = view["score"]
+    return Item(view["id"], None if score is None else float(score), body_of(view["content"]))
+
+
 def _content(response: Any) -> Any:
     """An action response as storable data (a pydantic model is dumped as JSON data)."""
     dump = getattr(response, "model_dump", None)
@@ -415,9 +428,13 @@ class MemoryProvider(Provider[MemoryConfig]):
             )
         return rendered
 
-    def _query(self, store: Any, context: dict[str, Any]) -> Any:
+    def _query(
+        self, store: Any, context: dict[str, Any], *, limit: int | None = None, scored: bool = True
+    ) -> Any:
+        """This turn's query; ``limit`` and ``scored=False`` (no ``min_score``) look further
+        for the near misses of an explained turn."""
         text, tags, filters = self._rendered(context)
-        limit = self.config.query.limit
+        limit = limit or self.config.query.limit
         if is_lionagi(store):
             return lionagi_query(text, tags, filters, limit)
         return MemoryQuery(
@@ -427,7 +444,7 @@ class MemoryProvider(Provider[MemoryConfig]):
             limit=limit,
             namespace=self.namespace(context),
             match=self.config.effective_match,
-            min_score=self.config.min_score,
+            min_score=self.config.min_score if scored else None,
         )
 
     def cache_key(self, branch: Any, instruction: Any) -> str:
@@ -445,25 +462,51 @@ class MemoryProvider(Provider[MemoryConfig]):
 
     async def produce(self, branch: Any, instruction: Any, context: dict[str, Any]) -> str | None:
         store = self.store_for(branch)
-        hits = await store.search(self._query(store, context))
-        if not hits:
+        hits = [_item_view(hit) for hit in await store.search(self._query(store, context))]
+        near = await self._near_misses(store, context, hits) if explaining() else []
+        if not hits and not near:
             return None
         rendered = [
-            self._template.render({**context, "item": _item_view(hit), "index": i})
-            for i, hit in enumerate(hits, 1)
+            self._template.render({**context, "item": view, "index": i})
+            for i, view in enumerate([*hits, *(view for view, _ in near)], 1)
         ]
         separator = self.config.separator
         header = self._header.render(context) + separator if self._header is not None else ""
         cap = self.config.max_tokens
-        return pack(
-            len(rendered),
+        return ranked(
+            self,
+            len(hits),
             lambda chosen: header + separator.join(rendered[i] for i in chosen),
+            lambda: [_item(view) for view in hits],
+            near=[(_item(view), fate) for view, fate in near],
             max_tokens=max(cap - self.reserve_tokens, 1) if cap else None,
+            reserve=self.reserve_tokens,
             max_chars=MAX_BLOCK_CHARS,
             fit=self.config.fit,
             label=f"memory {self.name!r}",
             setting="query.limit",
         )
+
+    async def _near_misses(
+        self, store: Any, context: dict[str, Any], hits: list[dict[str, Any]]
+    ) -> list[tuple[dict[str, Any], Fate]]:
+        """The items a query ``search_depth(limit)`` deep without ``min_score`` finds beyond
+        ``hits``, each with why it is not among them (a second query, so that the hits are
+        exactly those of a turn that does not explain itself)."""
+        query = self._query(
+            store, context, limit=search_depth(self.config.query.limit), scored=False
+        )
+        taken = {view["id"] for view in hits}
+        floor = self.config.min_score
+        misses: list[tuple[dict[str, Any], Fate]] = []
+        for hit in await store.search(query):
+            view = _item_view(hit)
+            if view["id"] in taken:
+                continue
+            score = view["score"]
+            below = floor is not None and score is not None and score < floor
+            misses.append((view, "below_min_score" if below else "beyond_top_k"))
+        return misses
 
     def __repr__(self) -> str:
         source = self.config.source

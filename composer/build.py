@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from composer._admission import Dedup, ranked_report
 from composer._closing import AsyncCloseable
 from composer.caching import (
     MISS,
@@ -45,11 +46,20 @@ from composer.hooks import (
     check_hooks,
 )
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
-from composer.outcomes import Turn, current_turn, note, note_degraded
+from composer.outcomes import (
+    CURRENT_TURN,
+    EXPLAIN,
+    Ranking,
+    Turn,
+    current_turn,
+    note,
+    note_degraded,
+)
 from composer.plugin import BuildContext
 from composer.principal import principal_name
 from composer.registry import (
     BranchLike,
+    Call,
     ContextProvider,
     ContextProviderRegistry,
     GatherMode,
@@ -63,6 +73,7 @@ from composer.templating import (
     template_context,
 )
 from composer.templating.views import branch_view, instruction_view
+from composer.tokens import count_tokens
 
 if TYPE_CHECKING:
     from composer.observe.observer import TurnObserver
@@ -252,6 +263,11 @@ class ManagedProvider:
         raw = json.dumps([digest, principal_name(), request], sort_keys=True, default=str)
         return hashlib.sha256(f"{self.name}\x1f{raw}".encode()).hexdigest()
 
+    def rewrap(self, text: str) -> str:
+        """A block the engine re-rendered from the provider's ranking (dedup, fill), inside
+        its ``wrap`` as the provider's own block was."""
+        return self._wrapped(text) or ""
+
     def _wrapped(self, text: str | None) -> str | None:
         """The block inside the manifest's ``wrap``; the turn's nonce cannot appear in it."""
         if self._wrap is None or not text:
@@ -320,6 +336,11 @@ class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):
     ``history``, and the turn is written, traced and counted. Without them, ``gather`` is the
     ADR's, with one attribute test before it.
 
+    With ``runtime.dedup``, ``runtime.admission: fill`` or ``runtime.explain`` (or inside
+    ``composer.outcomes.explain_turns``) a turn asks the ranking providers for their rankings
+    and is admitted by ``composer._admission`` (dedup, refit, one explanation per provider);
+    otherwise the ADR's admission runs untouched.
+
     Use it as ``async with build_registry(manifest) as registry:`` (or call ``aclose``): it
     closes the providers it built, never the manifest, whose shared state other registries
     use (``async with manifest:`` closes that).
@@ -335,9 +356,19 @@ class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):
         redact: Callable[[str], str] | None = None,
         observer: TurnObserver | None = None,
         placement: str = "adr",
+        dedup: Dedup | None = None,
+        fill: bool = False,
+        explain: bool = False,
     ) -> None:
         super().__init__(budget=budget, gather=gather, timeout_s=timeout_s)
         self.managed = managed
+        self.dedup: Dedup | None = dedup
+        """``runtime.dedup``: ``exact``, ``near`` or None (off)."""
+        self.fill = fill
+        """``runtime.admission: fill``: refit a ranking provider's block to what is left."""
+        self.explain = explain
+        """``runtime.explain``: every turn explains itself (else only inside ``explain_turns``)."""
+        self._ranks = dedup is not None or fill
         self.placement = placement
         """``adr`` (ADR-0008 D4) or ``stable_prefix``, which ``prepare_turn`` reads."""
         self.stable_names = frozenset(p.name for p in managed if p.stable)
@@ -372,6 +403,47 @@ class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):
         )
         self._history.append(report)  # maxlen 0 keeps none
         return report
+
+    def _new_turn(self) -> Turn:
+        """A turn that asks for rankings when dedup, fill or an explanation needs them."""
+        turn = Turn()
+        if self.explain or EXPLAIN.get():
+            turn.explain = True
+            turn.rankings = {}
+        elif self._ranks:
+            turn.rankings = {}
+        return turn
+
+    def _ranked_report(self, turn: Turn, calls: list[Call]) -> ProviderReport:
+        """Admission with dedup, fill and explanations (``composer._admission``), with the
+        turn current again so that a re-rendered block is wrapped with its nonce."""
+        rankings = turn.rankings or {}
+
+        def ranking_of(entry: Any) -> Ranking | None:
+            provider = entry.provider
+            inner = provider.provider if isinstance(provider, ManagedProvider) else provider
+            return rankings.get(id(inner))
+
+        def rewrap_of(entry: Any) -> Callable[[str], str]:
+            provider = entry.provider
+            return provider.rewrap if isinstance(provider, ManagedProvider) else str
+
+        token = CURRENT_TURN.set(turn)
+        try:
+            return ranked_report(
+                self._entries,
+                calls,
+                turn,
+                self.budget,
+                dedup=self.dedup,
+                fill=self.fill,
+                count_tokens=count_tokens,
+                ranking_of=ranking_of,
+                rewrap_of=rewrap_of,
+                describe_error=self.describe_error,
+            )
+        finally:
+            CURRENT_TURN.reset(token)
 
     async def writeback_results(
         self, branch: BranchLike, action_responses: list[Any]
@@ -453,6 +525,9 @@ def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) ->
         redact=manifest.redact,
         observer=_observer_of(context),
         placement=runtime.placement,
+        dedup=runtime.dedup,
+        fill=runtime.admission == "fill",
+        explain=runtime.explain,
     )
 
 

@@ -20,6 +20,15 @@ Protocol's parameters) or whose ``writeback``, ``warm_up`` or ``aclose`` is not 
 ``secrets``, ``partition``) are checked the same way when the type is loaded. What its spans
 are is the type's to say (``ProviderType.operation``), never guessed from its name.
 
+A provider that ranks items (passages, memory hits, search results) may report what it
+considered each turn, so that the engine can explain every candidate and, when the manifest
+asks, drop a passage another provider already injected (``runtime.dedup``) or fit the block to
+what the budget has left (``runtime.admission: fill``): while ``ranking_wanted()`` is true it
+calls ``report_ranking(self, Ranking(candidates, render, refit))``, each ``Candidate`` with a
+stable id, its score and its ``Fate``; while ``explaining()`` it looks ``search_depth(top_k)``
+deep, so that near misses show. A provider that never reports is explained by its outcome
+alone, and deduplicated paragraph by paragraph.
+
 ``Provider`` is an optional base class: it keeps the config and name and hands ``produce`` the
 turn's template context. The built-in types (``builtin_providers``) import nothing of composer
 but this module, and ``__all__`` is the whole contract (a test holds it).
@@ -52,6 +61,17 @@ from composer.hooks import (
 )
 from composer.manifest.dsn import describe_dsn, dsn_secrets
 from composer.manifest.models import Manifest, ManifestPath, ProviderConfig, StrictModel, redact
+from composer.outcomes import (
+    Candidate,
+    Fate,
+    Ranking,
+    Refit,
+    Render,
+    explaining,
+    ranking_wanted,
+    report_ranking,
+    search_depth,
+)
 from composer.registry import ContextProvider
 from composer.templating import (
     CONTEXT_NAMES,
@@ -71,12 +91,14 @@ __all__ = [
     "CONTEXT_NAMES",
     "BuildContext",
     "CacheKey",
+    "Candidate",
     "Check",
     "Closeable",
     "CompiledTemplate",
     "Constant",
     "ContextProvider",
     "DisplayQuery",
+    "Fate",
     "ManifestPath",
     "Partitioned",
     "PostgresPools",
@@ -87,6 +109,9 @@ __all__ = [
     "ProviderError",
     "ProviderFactory",
     "ProviderType",
+    "Ranking",
+    "Refit",
+    "Render",
     "RenderLimits",
     "Secrets",
     "StoreError",
@@ -103,7 +128,11 @@ __all__ = [
     "count_tokens",
     "describe_dsn",
     "dsn_secrets",
+    "explaining",
+    "ranking_wanted",
     "redact",
+    "report_ranking",
+    "search_depth",
     "template_check",
     "template_context",
     "turn_key",

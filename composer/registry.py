@@ -13,11 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from composer.outcomes import CURRENT_TURN, Outcome, ProviderOutcome, Turn
+from composer.outcomes import CURRENT_TURN, Explanation, Outcome, ProviderOutcome, Turn
 
 __all__ = [
     "DEFAULT_BUDGET",
     "BranchLike",
+    "Call",
     "ContextProvider",
     "ContextProviderRegistry",
     "GatherMode",
@@ -78,6 +79,9 @@ class ProviderReport:
     degraded: list[dict[str, str]] = field(default_factory=list, compare=False, repr=False)
     """Providers that failed and answered with their ``on_failure`` notice instead, as lionagi
     0.36's report lists them: ``{"provider_name": ..., "reason": ...}``."""
+    explanations: list[Explanation] = field(default_factory=list, compare=False, repr=False)
+    """One per registered provider, in registration order, when the turn explained itself or
+    the engine deduplicated or refitted blocks (``composer.outcomes.Explanation``); else empty."""
 
 
 GatherMode = Literal["sequential", "concurrent"]
@@ -91,7 +95,7 @@ class _Entry:
     name: str
 
 
-_Call = tuple[Any, Exception | None, float | None]
+Call = tuple[Any, Exception | None, float | None]
 """What one provider's call gave: ``(result, error, milliseconds)``; ms is None if not run."""
 
 
@@ -158,7 +162,7 @@ class ContextProviderRegistry:
 
         count_tokens = _count_tokens()
 
-        turn = Turn()
+        turn = self._new_turn()
         token = CURRENT_TURN.set(turn)
         try:
             if self.gather_mode == "concurrent":
@@ -167,6 +171,8 @@ class ContextProviderRegistry:
                 calls = await self._call_in_order(branch, instruction)
         finally:
             CURRENT_TURN.reset(token)
+        if turn.rankings is not None:  # a subclass asked for more than the ADR (_new_turn)
+            return self._ranked_report(turn, calls)
 
         blocks: list[str] = []
         fired: list[dict[str, Any]] = []
@@ -249,6 +255,16 @@ class ContextProviderRegistry:
             degraded,
         )
 
+    def _new_turn(self) -> Turn:
+        """The record of the turn about to be gathered. The ADR's registry asks for nothing
+        more; a subclass that sets ``rankings`` gets its report from ``_ranked_report``."""
+        return Turn()
+
+    def _ranked_report(self, turn: Turn, calls: list[Call]) -> ProviderReport:
+        """The report of a turn whose rankings were wanted: only a subclass that asks for them
+        in ``_new_turn`` (the manifest's registry: ``composer.build``) has them."""
+        raise NotImplementedError(f"{type(self).__name__} asked for rankings it cannot use")
+
     def describe_error(self, error: BaseException) -> str:
         """One line naming a failure for its outcome record (a subclass masks secrets)."""
         lines = str(error).strip().splitlines()
@@ -260,7 +276,7 @@ class ContextProviderRegistry:
         branch: BranchLike,
         instruction: InstructionLike,
         deadline: float | None = None,
-    ) -> _Call:
+    ) -> Call:
         """One provider's call, its ``Exception`` contained and logged (ADR D2)."""
         start = time.perf_counter()
         try:
@@ -274,12 +290,12 @@ class ContextProviderRegistry:
             return None, error, (time.perf_counter() - start) * 1000
         return result, None, (time.perf_counter() - start) * 1000
 
-    async def _call_in_order(self, branch: BranchLike, instruction: InstructionLike) -> list[_Call]:
+    async def _call_in_order(self, branch: BranchLike, instruction: InstructionLike) -> list[Call]:
         """ADR D2: one provider after another; with ``timeout_s``, within one deadline."""
         if self.timeout_s is not None:
             deadline = asyncio.get_running_loop().time() + self.timeout_s
             return [await self._call(e, branch, instruction, deadline) for e in self._entries]
-        calls: list[_Call] = []
+        calls: list[Call] = []
         clock = time.perf_counter
         for entry in self._entries:  # the common case, inlined: no coroutine per provider
             start = clock()
@@ -294,7 +310,7 @@ class ContextProviderRegistry:
 
     async def _call_concurrently(
         self, branch: BranchLike, instruction: InstructionLike
-    ) -> list[_Call]:
+    ) -> list[Call]:
         """Every provider at once; each result stays in its registration slot.
 
         A ``BaseException`` from one provider (or this turn being cancelled) cancels the
@@ -347,7 +363,7 @@ class ContextProviderRegistry:
         branch: BranchLike,
         instruction: InstructionLike,
         escaped: asyncio.Future[BaseException],
-    ) -> _Call | None:
+    ) -> Call | None:
         """``_call`` in its own task; a ``BaseException`` is handed to the gather to raise.
 
         asyncio lets ``KeyboardInterrupt`` and ``SystemExit`` out of a task straight into the

@@ -354,7 +354,7 @@ def test_every_yaml_example_loads(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Each YAML block is what it says: an excerpt of a bundled file, a principals file, a test
-    file that passes, a CI workflow whose commands parse, or a manifest (or a fragment of one,
+    file that passes, a question file that runs, a CI workflow whose commands parse, or a manifest (or a fragment of one,
     written into the bundled base.yaml) that loads."""
     configs = in_configs_copy / "configs"
     first = block.text.splitlines()[0]
@@ -377,6 +377,10 @@ def test_every_yaml_example_loads(
         path = configs / "docs-tests.yaml"
         path.write_text(block.text)
         assert main(["test", str(path)]) == 0, capsys.readouterr().out
+    elif "questions" in data:
+        path = configs / "docs-questions.yaml"
+        path.write_text(block.text)
+        assert main(["eval", str(path)]) == 0, capsys.readouterr()
     elif "jobs" in data:
         steps = [step for job in data["jobs"].values() for step in job["steps"]]
         commands = [s["run"] for s in steps if str(s.get("run", "")).startswith("composer ")]

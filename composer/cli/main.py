@@ -58,6 +58,10 @@ COMMANDS: dict[str, Command] = {
         "composer.cli.commands.test",
         "run the expected turns of a test file; exit 1 when one does not hold",
     ),
+    "eval": Command(
+        "composer.cli.commands.eval",
+        "measure the context given to the team's labelled questions; compare, gate CI",
+    ),
     "schema": Command(
         "composer.cli.commands.schema",
         "print the JSON Schema of a manifest (for editor completion)",

@@ -130,7 +130,7 @@ def print_document(
     """``document`` (``composer.inspect.documents``) as indented JSON on ``output``, every
     string through ``redact`` when given (values, not the serialized text: the JSON stays
     valid)."""
-    from composer.inspect.documents import map_strings
+    from composer.manifest import map_strings
 
     data = document.model_dump(mode="json")
     if redact is not None:

@@ -135,6 +135,7 @@ JSON_DOCUMENTS: dict[str, type[BaseModel]] = {
     "render": documents.RenderDocument,
     "diff": documents.DiffDocument,
     "test": documents.TestDocument,
+    "eval": documents.EvalDocument,
     "audit-list": documents.AuditListDocument,
     "memory-stats": documents.MemoryStatsDocument,
 }

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from composer.cli.output import Output, printable
+from composer.inspect.candidates import CANDIDATE_HEADERS, candidate_rows, summary
 from composer.inspect.words import HEADERS, row_cells
 
 if TYPE_CHECKING:
     from composer.inspect.preview import Preview
 
-__all__ = ["print_preview"]
+__all__ = ["print_explanations", "print_preview"]
 
 _OUTCOME_STYLE: dict[str, str] = {
     "fired": "green",
@@ -42,9 +43,12 @@ def print_preview(
     env: str | None,
     output: Output,
     redact: Callable[[str], str] | None = None,
+    *,
+    explain: bool = False,
 ) -> None:
     """Print ``preview`` of manifest ``shown``; every cell and text through ``redact`` first
-    (None: the text is already masked, as an audit line's is)."""
+    (None: the text is already masked, as an audit line's is). ``explain``: each provider's
+    candidates after the budget line."""
     mask = redact if redact is not None else _as_is
     rows = [
         [printable(output.relative(mask(cell))) for cell in row_cells(row)] for row in preview.rows
@@ -77,9 +81,30 @@ def print_preview(
     output.print("")
     output.print(f"budget: {preview.used} of {preview.budget} tokens used")
     output.print("")
+    if explain or preview.explanations:
+        print_explanations(preview.explanations, output, mask)
     output.print("----- model-visible guidance: system + injected blocks + guidance -----")
     output.block(mask(preview.guidance or ""))
     output.print("----- end -----")
+
+
+def print_explanations(
+    explanations: list[dict[str, Any]], output: Output, mask: Callable[[str], str]
+) -> None:
+    """Each provider's line (``summary``) and its candidates, near misses first."""
+    output.print("candidates, near misses first:")
+    for explanation in explanations:
+        output.print("")
+        output.print(printable(mask(summary(explanation))))
+        rows = [[printable(mask(cell)) for cell in row] for row in candidate_rows(explanation)]
+        if not rows:
+            continue
+        widths = [max(len(r[i]) for r in [CANDIDATE_HEADERS, *rows]) for i in range(3)]
+        for cells in [CANDIDATE_HEADERS, *rows]:
+            fate, score, tokens, pid = cells
+            line = f"  {fate.ljust(widths[0])}  {score.rjust(widths[1])}  {tokens.rjust(widths[2])}"
+            output.print(f"{line}  {pid}")
+    output.print("")
 
 
 def _as_is(text: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from composer.inspect.candidates import candidate_rows, summary
 from composer.inspect.turns import OUTCOME_MARKS, describe_changes, first_words, preview_of
 from composer.inspect.words import OUTCOME_TEXT, row_cells
 
@@ -152,6 +153,9 @@ class TurnView:
     blocks: list[Block]
     guidance: str | None
     kept: bool
+    explained: list[tuple[str, list[list[str]]]] = field(default_factory=list)
+    """Per explained provider: its summary line and its candidates' cells, near misses first
+    (``composer.inspect.candidates``)."""
     free: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -179,6 +183,7 @@ def _view(preview: Preview, blocks: list[Block], kept: bool) -> TurnView:
         blocks=blocks,
         guidance=preview.guidance if kept else None,
         kept=kept,
+        explained=[(summary(e), candidate_rows(e)) for e in preview.explanations],
     )
 
 

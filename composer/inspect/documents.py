@@ -14,7 +14,6 @@ prints against its model, so the page, the models and the output cannot drift ap
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -29,6 +28,9 @@ __all__ = [
     "Difference",
     "Document",
     "EnvironmentCheck",
+    "EvalDocument",
+    "EvalMeasures",
+    "EvalSide",
     "ListedProvider",
     "ListedTurn",
     "Location",
@@ -44,7 +46,6 @@ __all__ = [
     "Variables",
     "diagnostic",
     "located",
-    "map_strings",
 ]
 
 
@@ -103,18 +104,6 @@ def diagnostic(location: str | None, message: str) -> Diagnostic:
     if where is None:
         return Diagnostic(path=None, line=None, column=None, message=message)
     return Diagnostic(path=where.path, line=where.line, column=where.column, message=message)
-
-
-def map_strings(data: Any, change: Callable[[str], str]) -> Any:
-    """``data`` (a JSON value) with ``change`` applied to every string value in it (not to
-    keys: a document's keys are its own)."""
-    if isinstance(data, str):
-        return change(data)
-    if isinstance(data, dict):
-        return {key: map_strings(value, change) for key, value in data.items()}
-    if isinstance(data, list):
-        return [map_strings(value, change) for value in data]
-    return data
 
 
 # ------------------------------------------------------------------ composer validate
@@ -307,6 +296,64 @@ class TestDocument(Document):
     """Why the file did not load."""
     warnings: list[Diagnostic]
     """Outcomes spelled the old way in the file."""
+
+
+# ------------------------------------------------------------------ composer eval
+
+
+class EvalMeasures(Document):
+    """The measures of one provider (or the overall mean), each from 0 to 1."""
+
+    ndcg: float
+    """nDCG at ``k`` of the provider's ranked candidates (graded gains)."""
+    recall: float
+    """The share of relevant passages among the first ``k`` ranked."""
+    mrr: float
+    """1 / the rank of the first relevant passage within ``k``; 0 when none."""
+    injected_recall: float
+    """The share of relevant passages that reached the model-visible text."""
+    relevant_token_share: float
+    """Of the tokens of the candidates that reached the text, the share from relevant ones."""
+
+
+class EvalSide(Document):
+    """One side of a comparison."""
+
+    label: str
+    """The environment, folder or revision, as the command names it."""
+    questions: int
+    """Questions measured (those that ran)."""
+    tokens: float
+    """Mean tokens admitted per question (every provider's block, as the budget counts)."""
+    providers: dict[str, EvalMeasures]
+    """By provider name, the mean over the questions that label it."""
+    overall: EvalMeasures
+    """The mean over every (question, provider) pair."""
+
+
+class EvalDocument(Document):
+    """``composer eval --json``: the figures (of the second side when comparing)."""
+
+    version: Literal[1] = 1
+    """This shape's version."""
+    k: int
+    """The rank cut-off (``--k``)."""
+    providers: dict[str, EvalMeasures]
+    """By provider name, the mean over the questions that label it."""
+    overall: EvalMeasures
+    """The mean over every (question, provider) pair."""
+    questions: int
+    """Questions measured (those that ran)."""
+    tokens: float
+    """Mean tokens admitted per question (every provider's block, as the budget counts)."""
+    below_floor: list[str]
+    """Each ``--min`` floor not met, as a sentence."""
+    problems: list[str]
+    """Questions that could not run, each ``file:line:col: why``."""
+    compared: list[EvalSide] | None = None
+    """When comparing: both sides, first then second; null otherwise."""
+    delta: dict[str, EvalMeasures] | None = None
+    """When comparing: second minus first, per provider on both sides and ``overall``."""
 
 
 # ------------------------------------------------------------------ composer audit list

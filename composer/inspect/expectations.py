@@ -71,7 +71,9 @@ __all__ = [
     "TextExpectation",
     "junit_xml",
     "load_tests",
+    "recorded_response",
     "run_tests",
+    "with_recorded",
 ]
 
 _FIRED: frozenset[Outcome] = frozenset({"fired", "cached"})
@@ -364,7 +366,7 @@ class _RecordedProvider:
         return self._response.text or None
 
 
-def _with_recorded(types: ProviderTypes, responses: Mapping[str, Recorded]) -> ProviderTypes:
+def with_recorded(types: ProviderTypes, responses: Mapping[str, Recorded]) -> ProviderTypes:
     """``types`` whose factories build a recorded provider for each name in ``responses``."""
 
     def factory(ptype: ProviderType[Any]) -> Callable[[ProviderConfig, BuildContext], Any]:
@@ -381,7 +383,7 @@ def _with_recorded(types: ProviderTypes, responses: Mapping[str, Recorded]) -> P
     )
 
 
-def _recorded(value: str | Recorded) -> Recorded:
+def recorded_response(value: str | Recorded) -> Recorded:
     return Recorded(text=value) if isinstance(value, str) else value
 
 
@@ -437,7 +439,7 @@ async def _run_case(tests: Tests, index: int, from_environment: bool) -> CaseRes
             )
     if result.errors:
         return result
-    responses = {name: _recorded(value) for name, value in case.responses.items()}
+    responses = {name: recorded_response(value) for name, value in case.responses.items()}
     types = catalog_of(manifest) or ProviderTypes.installed()
     try:
         preview = await run_preview(
@@ -446,7 +448,7 @@ async def _run_case(tests: Tests, index: int, from_environment: bool) -> CaseRes
             system=case.system,
             branch_name=case.branch.name,
             branch_metadata=case.branch.metadata,
-            types=_with_recorded(types, responses) if responses else types,
+            types=with_recorded(types, responses) if responses else types,
         )
     except ComposerError as e:
         result.errors.append(Failure(tests.where(*at), manifest.redact(f"the turn failed: {e}")))

@@ -5,6 +5,8 @@ The ADR's four report lists cannot say *why* a provider was skipped (over its ow
 ``max_tokens`` or over the total budget) nor how long it took; the registry's outcome records
 can. This module runs the ordinary ``prepare_turn`` on the manifest's own registry and reads
 each row from those records (plus ``disabled`` for the providers the engine never built).
+With ``explain`` the turn explains itself (``composer.outcomes.explain_turns``): each ranking
+provider's candidates with their fates, in ``Preview.explanations``.
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ from pydantic import BaseModel, ConfigDict
 from composer.build import build_registry
 from composer.catalog import ProviderTypes
 from composer.hooks import Progress
-from composer.inspect.documents import map_strings
-from composer.manifest import Manifest
-from composer.outcomes import Outcome, ProviderOutcome
+from composer.manifest import Manifest, map_strings
+from composer.outcomes import Fate, Outcome, ProviderOutcome, explain_turns
 from composer.registry import ProviderReport
 from composer.turn import Branch, Instruction, prepare_turn
 
 __all__ = [
     "DEFAULT_SYSTEM",
     "DocumentBudget",
+    "DocumentCandidate",
+    "DocumentExplanation",
     "DocumentFired",
     "DocumentReport",
     "DocumentRow",
@@ -75,6 +78,12 @@ class Preview:
         """Tokens of the retained blocks."""
         return sum(int(row["tokens"]) for row in self.report.fired)
 
+    @property
+    def explanations(self) -> list[dict[str, Any]]:
+        """Each registered provider's explanation in its JSON shape (empty unless the turn
+        explained itself or the manifest deduplicates or fills)."""
+        return [e.to_json() for e in self.report.explanations]
+
 
 def first_line(error: BaseException) -> str:
     """``Type: first line of the message``: how a failure is named in a row or a log line."""
@@ -92,6 +101,7 @@ async def run_preview(
     types: ProviderTypes | None = None,
     progress: Callable[[str], Progress | None] | None = None,
     close_manifest: bool = True,
+    explain: bool = False,
 ) -> Preview:
     """Build the manifest's registry, run one turn through ``prepare_turn``, explain each row.
 
@@ -99,6 +109,7 @@ async def run_preview(
     called). Error texts are passed through ``manifest.redact`` so no secret is shown.
     ``branch_metadata`` is what templates see as ``branch.metadata``. ``close_manifest``
     False leaves the manifest's shared state open, for a server that keeps serving it.
+    ``explain`` lists every candidate each ranking provider considered (``explanations``).
     """
     registry = build_registry(manifest, types=types)
     branch = Branch(system, name=branch_name, metadata=dict(branch_metadata or {}))
@@ -106,7 +117,8 @@ async def run_preview(
     try:
         if progress is not None and system is not None:
             await registry.warm_up(progress)
-        turn = await prepare_turn(branch, Instruction(instruction))
+        with explain_turns(explain):
+            turn = await prepare_turn(branch, Instruction(instruction))
     finally:
         await registry.aclose()
         if close_manifest:
@@ -189,6 +201,54 @@ class DocumentFired(_Document):
     """Its block's tokens."""
 
 
+class DocumentCandidate(_Document):
+    """One item a ranking provider considered."""
+
+    id: str
+    """Stable between turns: ``path#Title > Section`` for a passage (``hit.path`` and
+    ``hit.heading``), the item id for a memory item, ``paragraph N`` for a paragraph dedup
+    removed from a provider that does not rank."""
+    score: float | None
+    """The provider's own score (null: it does not score)."""
+    tokens: int | None
+    """What the item adds to its block alone (null unless the turn explained itself)."""
+    fate: Fate
+    """``admitted``, ``below_min_score``, ``beyond_top_k`` (past ``top_k`` or a memory
+    query's ``limit``), ``cut_to_fit`` (left out to fit the provider's cap, or the budget
+    when refitted), ``duplicate`` or ``lost_with_block`` (its block was over_max_tokens or
+    over_budget)."""
+    duplicate_of: str | None
+    """For a duplicate: the provider whose copy was kept."""
+    duplicate_of_id: str | None
+    """For a duplicate: the id of the copy kept (null for a plain block's paragraph)."""
+
+
+class DocumentExplanation(_Document):
+    """Why one registered provider's block is in the turn, or not."""
+
+    provider: str
+    """Its name."""
+    outcome: Outcome
+    """Its outcome, as in ``providers``."""
+    tokens: int | None
+    """Its block's tokens."""
+    needed: int | None
+    """Over the budget, over its cap, or refitted: the tokens its whole block needed."""
+    left: int | None
+    """Over the budget or refitted: what the budget had left when its turn came."""
+    cap: int | None
+    """Over its cap: its ``max_tokens``."""
+    taken_by: list[str]
+    """Over the budget: the providers admitted before it (by priority), which took the rest."""
+    refitted: bool
+    """Fitted to what the budget had left (``runtime.admission: fill``)."""
+    candidates: list[DocumentCandidate] | None
+    """What it considered, best first; null for a provider that does not rank, or whose
+    ranking is unknown this turn (failed, served from its cache)."""
+    candidates_left_off: int
+    """Candidates not listed (an audit line lists a bounded number)."""
+
+
 class DocumentReport(_Document):
     """The registry's own ProviderReport lists, unchanged (ADR-0008 D5)."""
 
@@ -230,6 +290,9 @@ class PreviewDocument(_Document):
     """The registry's report of the turn."""
     guidance: str | None
     """The folded text the model would see: system text, blocks, guidance."""
+    explanations: list[DocumentExplanation] = []
+    """One per registered provider with ``--explain`` (or when the manifest sets
+    ``runtime.dedup``, ``runtime.admission: fill`` or ``runtime.explain``); else empty."""
 
     @classmethod
     def of(
@@ -269,4 +332,5 @@ class PreviewDocument(_Document):
                 failed=list(report.failed),
             ),
             guidance=preview.guidance,
+            explanations=[DocumentExplanation.model_validate(e) for e in preview.explanations],
         )

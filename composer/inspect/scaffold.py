@@ -3,7 +3,8 @@
 The folder holds a base manifest with one provider of each local type (a fixed text, a
 runbook corpus, a SQLite team memory seeded from a JSONL file) and an audit log
 (``turns.jsonl``, so ``composer serve --console`` shows turns from the first one), a dev and a
-prod overlay, a small example corpus, the memory seed and a ``tests.yaml`` of expected turns.
+prod overlay, a small example corpus, the memory seed, a ``tests.yaml`` of expected turns and a
+``questions.yaml`` of labelled questions (``composer eval``).
 Everything runs offline as written: ``composer validate DIR --all-envs``, ``composer preview
 DIR --env dev`` and ``composer test DIR/tests.yaml`` pass on a new machine. Nothing is
 overwritten and nothing outside the folder is written (``composer.inspect.write_inside``): a file
@@ -138,6 +139,27 @@ tests:
         contains: "[runbooks/restart.md"
 """
 
+_QUESTIONS = """\
+# yaml-language-server: $schema=questions.schema.json
+# Questions the team's agent is asked, with the passages that should reach it, per provider:
+# `composer eval questions.yaml` measures the context each gets (add your own; CI can gate on
+# them with --min, e.g. --min runbooks.recall=0.8).
+manifest: .
+env: dev
+questions:
+  - instruction: "The disk is almost full on the build server, what do I do?"
+    relevant:
+      runbooks: ["runbooks/disk-full.md#Disk almost full > First steps"]
+      team-memory: [n1]
+  - instruction: "Which alert fires when a disk fills up?"
+    relevant:
+      runbooks: ["runbooks/disk-full.md#Disk almost full > Symptoms"]
+  - instruction: "How do I restart a service safely after a bad deploy?"
+    relevant:
+      runbooks: ["runbooks/restart.md#Restarting a service > How"]
+      team-memory: [n2]
+"""
+
 _GITIGNORE = """\
 # The team memory database, made on first use from memory.jsonl.
 memory.sqlite
@@ -155,6 +177,7 @@ FILES: dict[str, str] = {
     "corpus/runbooks/restart.md": _RESTART,
     "memory.jsonl": _SEED,
     "tests.yaml": _TESTS,
+    "questions.yaml": _QUESTIONS,
     ".gitignore": _GITIGNORE,
 }
 """Every file the scaffold writes, by path relative to its folder (``{team}`` replaced)."""

@@ -18,10 +18,12 @@ from composer.manifest import manifest_model
 __all__ = [
     "MANIFEST_ID",
     "OVERLAY_ID",
+    "QUESTIONS_ID",
     "SCHEMA_DIALECT",
     "SCHEMA_FILES",
     "TESTS_ID",
     "manifest_schema",
+    "questions_schema",
     "schema_texts",
     "tests_schema",
     "write_schemas",
@@ -31,11 +33,13 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 MANIFEST_ID = "urn:context-composer:schema:manifest:1"
 OVERLAY_ID = "urn:context-composer:schema:manifest-overlay:1"
 TESTS_ID = "urn:context-composer:schema:tests:1"
+QUESTIONS_ID = "urn:context-composer:schema:questions:1"
 
 SCHEMA_FILES = {
     "manifest.schema.json": "a complete manifest",
     "manifest.overlay.schema.json": "a manifest that extends another (nothing required)",
     "tests.schema.json": "a composer test file",
+    "questions.schema.json": "a composer eval file of labelled questions",
 }
 """What ``--write`` writes, by file name."""
 
@@ -72,12 +76,26 @@ def tests_schema() -> dict[str, Any]:
     return schema
 
 
+def questions_schema() -> dict[str, Any]:
+    """JSON Schema of a ``composer eval`` file of labelled questions."""
+    from composer.inspect.questions import QuestionFile  # imported when asked
+
+    schema: dict[str, Any] = {
+        "$schema": SCHEMA_DIALECT,
+        "$id": QUESTIONS_ID,
+        **QuestionFile.model_json_schema(),
+    }
+    schema["title"] = "composer questions"
+    return schema
+
+
 def schema_texts(types: ProviderTypes | None = None) -> dict[str, str]:
     """Every schema of ``SCHEMA_FILES`` as the JSON text written, by file name."""
     schemas = {
         "manifest.schema.json": manifest_schema(types),
         "manifest.overlay.schema.json": manifest_schema(types, overlay=True),
         "tests.schema.json": tests_schema(),
+        "questions.schema.json": questions_schema(),
     }
     return {name: json.dumps(schema, indent=2) + "\n" for name, schema in schemas.items()}
 

@@ -20,12 +20,20 @@ from composer.inspect.words import counted
 
 if TYPE_CHECKING:  # imported when a turn is shown: --help stays light
     from composer.inspect.preview import Preview
-    from composer.observe.record import AuditBranch, AuditLine, AuditProvider, AuditText
+    from composer.observe.record import (
+        AuditBranch,
+        AuditExplanation,
+        AuditLine,
+        AuditProvider,
+        AuditText,
+    )
+    from composer.outcomes import Explanation
 
 __all__ = [
     "OUTCOME_MARKS",
     "branch_label",
     "describe_changes",
+    "explanation_of",
     "first_words",
     "list_line",
     "newest_turns",
@@ -147,6 +155,7 @@ def preview_of(line: AuditLine) -> Preview:
         line.budget,
         line.tokens_used,
         outcomes,
+        explanations=[explanation_of(e) for e in line.explanations or ()],
     )
     system = line.system.text if line.system is not None else None
     if kept and system is not None:
@@ -163,6 +172,38 @@ def preview_of(line: AuditLine) -> Preview:
         rows=rows,
         report=report,
         guidance=guidance,
+    )
+
+
+def explanation_of(written: AuditExplanation) -> Explanation:
+    """An audit line's explanation as the engine's ``Explanation`` (what preview prints)."""
+    from composer.outcomes import Candidate, Explanation
+
+    candidates = None
+    if written.candidates is not None:
+        candidates = [
+            Candidate(
+                c.id,
+                c.score,
+                c.fate,
+                text=c.text or "",
+                tokens=c.tokens,
+                duplicate_of=c.duplicate_of,
+                duplicate_of_id=c.duplicate_of_id,
+            )
+            for c in written.candidates
+        ]
+    return Explanation(
+        written.provider,
+        written.outcome,
+        written.tokens,
+        candidates,
+        needed=written.needed,
+        left=written.left,
+        cap=written.cap,
+        taken_by=list(written.taken_by),
+        refitted=written.refitted,
+        left_off=written.candidates_left_off,
     )
 
 
@@ -199,6 +240,22 @@ def _changes(a: AuditLine, b: AuditLine) -> Iterator[str]:
             yield f"+ {second.name}: only in the second turn ({second.outcome}{tokens})"
         else:
             yield from _provider_changes(before, second)
+    yield from _candidate_changes(a, b)
+
+
+def _candidate_changes(a: AuditLine, b: AuditLine) -> Iterator[str]:
+    """Per provider explained in both turns: the candidates that entered the model-visible
+    text (``+``) and those that left it (``-``)."""
+    from composer.inspect.candidates import candidate_changes
+
+    def shape(line: AuditLine) -> list[dict[str, object]]:
+        return [e.model_dump() for e in line.explanations or ()]
+
+    for provider, changes in candidate_changes(shape(a), shape(b)).items():
+        for entered in changes.entered:
+            yield f"+ {provider}: {entered} entered the text"
+        for left in changes.left:
+            yield f"- {provider}: {left} left the text"
 
 
 def _provider_changes(first: AuditProvider, second: AuditProvider) -> Iterator[str]:

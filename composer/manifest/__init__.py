@@ -21,6 +21,7 @@ from composer.manifest.models import (
     RuntimeConfig,
     StrictModel,
     manifest_model,
+    map_strings,
     redact,
 )
 from composer.manifest.source import (
@@ -46,5 +47,6 @@ __all__ = [
     "StrictModel",
     "VariableUse",
     "manifest_model",
+    "map_strings",
     "redact",
 ]

@@ -238,8 +238,8 @@ class _Validation:
 def environments(folder: str | os.PathLike[str]) -> list[str]:
     """The environments of a folder: each ``<env>.yaml`` in it, by name, except test files.
 
-    A file whose top level holds ``tests`` is a ``composer test`` file kept next to the
-    manifests, not an environment. A file that cannot be read stays listed: loading it says
+    A file whose top level holds ``tests`` (a ``composer test`` file) or ``questions`` (a
+    ``composer eval`` file) is kept next to the manifests, not an environment. A file that cannot be read stays listed: loading it says
     what is wrong.
     """
     found = []
@@ -248,7 +248,7 @@ def environments(folder: str | os.PathLike[str]) -> list[str]:
             tree, _ = read_yaml(file.name, file)
         except ManifestError:
             tree = None
-        if not (isinstance(tree, Map) and "tests" in tree.items):
+        if not (isinstance(tree, Map) and ("tests" in tree.items or "questions" in tree.items)):
             found.append(file.stem)
     return found
 

@@ -13,7 +13,7 @@ import functools
 import json
 import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
@@ -59,6 +59,7 @@ __all__ = [
     "WrapTemplate",
     "field_names_by_key",
     "manifest_model",
+    "map_strings",
     "redact",
 ]
 
@@ -459,6 +460,37 @@ class RuntimeConfig(StrictModel):
         None,
         description="The default `wrap` of every provider that has none of its own.",
     )
+    dedup: Literal["exact", "near"] | None = Field(
+        None,
+        description=(
+            "Inject one fact once: a passage, memory item or paragraph whose text was already "
+            "admitted from a higher-priority provider (or earlier in the same block) is removed "
+            "and the block re-rendered before it is counted, so the tokens saved go to the "
+            "budget. Texts are compared case-folded without punctuation; `exact` drops equal "
+            "words, `near` also texts whose 3-word shingles have a Jaccard similarity of at "
+            "least 0.8. The explanation names the provider whose copy was kept."
+        ),
+    )
+    admission: Literal["adr", "fill"] = Field(
+        "adr",
+        description=(
+            "`adr`: a block that does not fit what is left of the budget is skipped whole "
+            "(ADR-0008 D3). `fill`: a ranking provider's block (file_corpus, memory, a plugin "
+            "that reports its ranking) is refitted to what is left, its best whole passages "
+            "first, and fires with a `refitted` note; other providers keep the ADR's rule."
+        ),
+    )
+    explain: bool = Field(
+        False,
+        description=(
+            "Every turn explains itself: each ranking provider also searches twice as deep "
+            "and the report lists every candidate it considered with its score, tokens and "
+            "fate (admitted, below_min_score, beyond_top_k, cut_to_fit, duplicate, "
+            "lost_with_block), and for a provider lost to the budget what it needed, what was "
+            "left and who took the rest. Costs a second search per ranking provider; "
+            "`composer preview --explain` does the same for one turn."
+        ),
+    )
     cache: CacheBackendConfig | None = Field(
         None,
         description=(
@@ -601,6 +633,18 @@ class Manifest(StrictModel, AsyncCloseable):
     def redact(self, text: str) -> str:
         """``text`` with every value that came from a ``${VAR}`` replaced by ``***``."""
         return redact(text, self._secrets)
+
+
+def map_strings(data: Any, change: Callable[[str], str]) -> Any:
+    """``data`` (a JSON value) with ``change`` applied to every string value in it (not to
+    keys: a document's keys are its own)."""
+    if isinstance(data, str):
+        return change(data)
+    if isinstance(data, dict):
+        return {key: map_strings(value, change) for key, value in data.items()}
+    if isinstance(data, list):
+        return [map_strings(value, change) for value in data]
+    return data
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

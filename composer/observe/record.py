@@ -3,6 +3,9 @@
 A ``Snapshot`` is what the turn's own path keeps (plain values, next to no work); the writer
 thread turns it into one line of JSON (hashes, counts, masking) in ``AuditLine``'s shape. The same
 model reads the line back, so a line that does not match it is reported, never guessed at.
+A turn that explained itself (``runtime.explain``, dedup or fill) also writes each ranking
+provider's candidates: ids, scores, tokens and fates, at most ``MAX_CANDIDATES`` a provider,
+their texts only with ``keep_text``.
 Text (the instruction, the system text, the blocks) is in a line only with ``keep_text``;
 otherwise each is named by its SHA-256, taken on the turn's path so that a queued turn holds
 64 characters, not the text (a 1 MB instruction per turn would otherwise hold a megabyte per
@@ -23,17 +26,21 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from composer.outcomes import Outcome, ProviderOutcome
+from composer.manifest.models import map_strings
+from composer.outcomes import Fate, Outcome, ProviderOutcome
 from composer.principal import principal_name
 from composer.registry import ProviderReport
 from composer.templating.views import instruction_view
 from composer.turn import render_guidance
 
 __all__ = [
+    "MAX_CANDIDATES",
     "MAX_DEPTH",
     "MAX_LINE_BYTES",
     "AuditBlock",
     "AuditBranch",
+    "AuditCandidate",
+    "AuditExplanation",
     "AuditFired",
     "AuditLine",
     "AuditManifest",
@@ -87,6 +94,35 @@ class AuditProvider(_Line):
     block: AuditBlock | None = None
 
 
+class AuditCandidate(_Line):
+    """One candidate a ranking provider considered (``composer.outcomes.Candidate``)."""
+
+    id: str
+    score: float | None = None
+    tokens: int | None = None
+    fate: Fate
+    duplicate_of: str | None = None
+    duplicate_of_id: str | None = None
+    text: str | None = None
+    """Only with keep_text."""
+
+
+class AuditExplanation(_Line):
+    """Why one provider's block is in the turn or not (``composer.outcomes.Explanation``)."""
+
+    provider: str
+    outcome: Outcome
+    tokens: int | None = None
+    needed: int | None = None
+    left: int | None = None
+    cap: int | None = None
+    taken_by: list[str] = []
+    refitted: bool = False
+    candidates: list[AuditCandidate] | None = None
+    candidates_left_off: int = 0
+    """Candidates past ``MAX_CANDIDATES``, not written."""
+
+
 class AuditBranch(_Line):
     id: str
     name: str | None = None
@@ -128,6 +164,8 @@ class AuditLine(_Line):
     """False when the providers ran but the client was not answered (a server's state store
     failed after them: the client got ``503`` and retries); written only then, so a line
     without it, older ones included, is a served turn."""
+    explanations: list[AuditExplanation] | None = None
+    """Written only for a turn that explained itself: one per registered provider."""
 
     def provider(self, name: str) -> AuditProvider | None:
         return next((p for p in self.providers if p.name == name), None)
@@ -249,6 +287,12 @@ class Snapshot(NamedTuple):
     context: LineContext
     principal: str | None
     answered: bool = True
+    explanations: tuple[dict[str, Any], ...] = ()
+    """The turn's explanations as JSON data (bounded, texts only with keep_text), if any."""
+
+
+MAX_CANDIDATES = 20
+"""Candidates written per provider (the best first); the rest are counted, not written."""
 
 
 def snapshot(
@@ -283,6 +327,7 @@ def snapshot(
         guidance or None,
         context,
         principal_name(),
+        explanations=tuple(e.to_json(text=keep, limit=MAX_CANDIDATES) for e in report.explanations),
     )
 
 
@@ -291,6 +336,9 @@ def weight(turn: Snapshot) -> int:
     texts kept with keep_text (without it, digests: mostly the memo's own strings)."""
     outcomes = turn.outcomes
     size = 256 + 128 * len(outcomes) + sum([len(o.error) for o in outcomes if o.error])
+    for explained in turn.explanations:
+        size += 96 + 160 * len(explained["candidates"] or ())
+        size += sum(len(c.get("text") or "") for c in explained["candidates"] or ())
     if turn.context.keep_text:
         size += sum([len(b) for b in turn.blocks])
         size += sum([len(part) for part in (turn.system, turn.instruction, turn.guidance) if part])
@@ -340,7 +388,10 @@ def json_line(turn: Snapshot) -> bytes:
         if entry is None:
             entry = context.entry(key)
         entries.append(f"{entry}{'null' if ms is None else f'{ms:.3f}'}}}")
-    return f'{head[:-1]},"providers":[{",".join(entries)}]}}\n'.encode()
+    tail = ""
+    if turn.explanations:
+        tail = ',"explanations":' + _ENCODE([map_strings(e, mask) for e in turn.explanations])
+    return f'{head[:-1]},"providers":[{",".join(entries)}]{tail}}}\n'.encode()
 
 
 def _text(text: Any, keep: bool, mask: Callable[[str], str]) -> dict[str, Any]:

@@ -53,6 +53,7 @@ def _minimal(name: str) -> list[str]:
     return {
         "preview": ["preview", "--instruction", "x"],
         "test": ["test", "t.yaml"],
+        "eval": ["eval", "q.yaml"],
         "memory": ["memory", "stats", "m.jsonl"],
         "audit": ["audit", "show", "turns.jsonl"],
         "console": ["console", "turns.jsonl"],

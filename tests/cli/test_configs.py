@@ -14,7 +14,7 @@ from repofiles import CONFIGS
 from composer import load_manifest
 from composer.cli import main
 from composer.inspect.preview import PreviewDocument
-from composer.inspect.schema import manifest_schema
+from composer.inspect.schema import manifest_schema, questions_schema
 from composer.inspect.schema import tests_schema as schema_of_test_files
 from composer.manifest.loader import environments
 
@@ -70,6 +70,14 @@ def test_the_schema_files_are_current(schema_file: str, overlay: bool, command: 
     )
 
 
+def test_the_question_file_schema_is_current() -> None:
+    stored = json.loads((CONFIGS / "questions.schema.json").read_text(encoding="utf-8"))
+    assert stored == questions_schema(), (
+        "configs/questions.schema.json is out of date; regenerate it with "
+        "`composer schema --questions > configs/questions.schema.json`"
+    )
+
+
 def test_the_test_file_schema_is_current() -> None:
     stored = json.loads((CONFIGS / "tests.schema.json").read_text(encoding="utf-8"))
     assert stored == schema_of_test_files(), (
@@ -88,16 +96,22 @@ def test_every_manifest_names_its_schema_on_the_first_line(path: Path) -> None:
     if "tests" in data:
         assert target == "tests.schema.json"
         return
+    if "questions" in data:
+        assert target == "questions.schema.json"
+        return
     overlay = "extends" in data
     assert target == ("manifest.overlay.schema.json" if overlay else "manifest.schema.json")
 
 
 def test_the_configs_are_what_the_tests_expect() -> None:
-    """The environments, and a test file beside them that is not one."""
+    """The environments, and a test file and a question file beside them that are not."""
     assert environments(CONFIGS) == ["base", *sorted(ENVIRONMENTS)]
     assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == [
         "base",
-        *sorted(ENVIRONMENTS),
+        "dev",
+        "prod",
+        "questions",
+        "staging",
         "tests",
     ]
 

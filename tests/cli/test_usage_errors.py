@@ -19,6 +19,7 @@ CASES = {
     "explain": (["explain", "configs", "--only-sets"], "composer render"),
     "diff": (["diff", "configs", "--env", "a", "--env", "b", "-x"], "composer diff"),
     "test": (["test", "t.yaml", "--env-vars"], "composer test"),
+    "eval": (["eval", "q.yaml", "--floor", "x"], "composer eval"),
     "schema": (["schema", "--overlays"], "composer schema"),
     "memory stats": (["memory", "stats", "m.jsonl", "--what"], "composer memory stats"),
     "audit list": (["audit", "list", "--bogus", "turns.jsonl"], "composer audit list"),

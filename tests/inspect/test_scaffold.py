@@ -46,6 +46,7 @@ def test_init_writes_what_validates_previews_offline_and_passes_its_tests(tmp_pa
         "manifest.schema.json",
         "manifest.overlay.schema.json",
         "tests.schema.json",
+        "questions.schema.json",
     ]
     assert made.stdout.splitlines()[-1].startswith("next: composer validate")
     validated = offline(tmp_path, "validate", str(folder), "--all-envs")
@@ -56,6 +57,11 @@ def test_init_writes_what_validates_previews_offline_and_passes_its_tests(tmp_pa
     assert previewed.returncode == 0, previewed.stderr
     tested = offline(tmp_path, "test", str(folder / "tests.yaml"))
     assert tested.returncode == 0, tested.stdout + tested.stderr
+    evaluated = offline(
+        tmp_path, "eval", str(folder / "questions.yaml"), "--min", "overall.recall=1"
+    )
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    assert "3 questions" in evaluated.stdout
     preview = previewed.stdout
     assert "House rules for payments:" in preview
     assert "disk-full.md" in preview

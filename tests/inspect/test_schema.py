@@ -14,7 +14,7 @@ from repofiles import CONFIGS
 from builtin_providers.static import provider_type as static_type
 from composer.catalog import ProviderTypes
 from composer.cli import main
-from composer.inspect.schema import manifest_schema
+from composer.inspect.schema import manifest_schema, questions_schema
 from composer.inspect.schema import tests_schema as schema_of_test_files
 from composer.manifest import ProviderConfig
 from composer.plugin import BuildContext, ProviderType
@@ -96,13 +96,19 @@ def test_a_single_type_is_not_wrapped_in_a_union() -> None:
 def test_each_schema_has_a_stable_id(capsys: pytest.CaptureFixture[str]) -> None:
     """Editors and other schemas refer to them by $id; it does not change with the types."""
     ids = []
-    for args in (["schema"], ["schema", "--overlay"], ["schema", "--tests"]):
+    for args in (
+        ["schema"],
+        ["schema", "--overlay"],
+        ["schema", "--tests"],
+        ["schema", "--questions"],
+    ):
         assert main(args) == 0
         ids.append(json.loads(capsys.readouterr().out)["$id"])
     assert ids == [
         "urn:context-composer:schema:manifest:1",
         "urn:context-composer:schema:manifest-overlay:1",
         "urn:context-composer:schema:tests:1",
+        "urn:context-composer:schema:questions:1",
     ]
     assert manifest_schema(ProviderTypes([static_type]))["$id"] == ids[0]
 
@@ -118,11 +124,14 @@ def test_write_puts_every_schema_in_a_folder(
         f"wrote {target / 'manifest.overlay.schema.json'}: "
         "a manifest that extends another (nothing required)",
         f"wrote {target / 'tests.schema.json'}: a composer test file",
+        f"wrote {target / 'questions.schema.json'}: a composer eval file of labelled questions",
     ]
     assert json.loads((target / "manifest.schema.json").read_text()) == manifest_schema()
     overlay = json.loads((target / "manifest.overlay.schema.json").read_text())
     assert overlay == manifest_schema(overlay=True)
     assert json.loads((target / "tests.schema.json").read_text())["title"] == "composer tests"
+    questions = json.loads((target / "questions.schema.json").read_text())
+    assert questions["title"] == "composer questions"
 
 
 def test_the_test_file_schema_accepts_the_bundled_tests_and_catches_mistakes() -> None:
@@ -131,4 +140,13 @@ def test_the_test_file_schema_accepts_the_bundled_tests_and_catches_mistakes() -
     bundled = yaml.safe_load((CONFIGS / "tests.yaml").read_text())
     assert list(validator.iter_errors(bundled)) == []
     wrong = {"tests": [{"name": "x", "instruction": "y", "expect": {"budget": {"used": "~5"}}}]}
+    assert list(validator.iter_errors(wrong)) != []
+
+
+def test_the_question_file_schema_accepts_the_bundled_questions_and_catches_mistakes() -> None:
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema checks the schema itself")
+    validator = jsonschema.Draft202012Validator(questions_schema())
+    bundled = yaml.safe_load((CONFIGS / "questions.yaml").read_text(encoding="utf-8"))
+    assert list(validator.iter_errors(bundled)) == []
+    wrong = {"questions": [{"instruction": "x", "relevant": {"runbooks": 3}}]}
     assert list(validator.iter_errors(wrong)) != []

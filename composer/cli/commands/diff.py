@@ -173,7 +173,8 @@ def _print_document(
 def _side(
     value: Value | None, redact: Callable[[str], str], relabel: Callable[[str], str]
 ) -> DiffSide | None:
-    from composer.inspect.documents import DiffSide, located, map_strings
+    from composer.inspect.documents import DiffSide, located
+    from composer.manifest import map_strings
 
     if value is None:
         return None

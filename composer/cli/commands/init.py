@@ -15,9 +15,9 @@ __all__ = ["DESCRIPTION", "add_arguments", "run"]
 
 DESCRIPTION = (
     "Write base, dev and prod manifests (with an audit log, turns.jsonl, that composer serve "
-    "--console shows), a small runbook corpus, a memory seed, a tests.yaml of expected turns "
-    "and the editor schemas into DIR (made if missing). As written, they validate in every "
-    "environment, preview offline and pass composer test. No file is overwritten unless "
+    "--console shows), a small runbook corpus, a memory seed, a tests.yaml of expected turns, "
+    "a questions.yaml of labelled questions (composer eval) and the editor schemas into DIR (made if missing). As written, they validate in every "
+    "environment, preview offline and pass composer test and composer eval. No file is overwritten unless "
     "--force, and nothing outside DIR is written: a folder in DIR that is a symbolic link is "
     "refused before anything is written (--force or not), and --force replaces a link where "
     "a file goes, never what it points to."
@@ -58,5 +58,6 @@ def run(args: argparse.Namespace, output: Output) -> int:
     output.print(
         f"next: composer validate {folder} --all-envs && composer preview {folder} --env dev "
         f'--instruction "the disk is almost full" && composer test {folder / "tests.yaml"}'
+        f" && composer eval {folder / 'questions.yaml'}"
     )
     return SUCCESS

@@ -20,7 +20,10 @@ DESCRIPTION = (
     "runtime would before a model turn. Prints one row per declared provider (outcome, "
     "tokens, milliseconds), the budget used, and the exact folded text the model would "
     "see: system text + injected blocks + guidance. Provider failures are contained "
-    "(exit 0) unless --strict. The http provider makes real requests."
+    "(exit 0) unless --strict. The http provider makes real requests. With --explain, also "
+    "every candidate each ranking provider (file_corpus, memory) considered, with its score, "
+    "tokens and fate, near misses first, and for a provider lost to the budget what it "
+    "needed, what was left and who took the rest."
 )
 
 
@@ -50,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help='the branch as JSON, e.g. \'{"name": "payments", "metadata": {"team": "a"}}\' '
         "(--branch-name and --metadata win over it)",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="list every passage and memory item considered (score, tokens, fate: admitted, "
+        "below_min_score, beyond_top_k, cut_to_fit, duplicate, lost_with_block), near misses "
+        "first; ranking providers search twice as deep for this turn",
     )
     add_json(parser)
     parser.add_argument("--strict", action="store_true", help="exit 1 when any provider failed")
@@ -91,6 +101,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
                     branch_name=branch[0],
                     branch_metadata=branch[1],
                     progress=progress_factory(output),
+                    explain=args.explain,
                 )
             )
     except ComposerError as e:
@@ -103,7 +114,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         document = PreviewDocument.of(preview, manifest=shown, env=args.env, redact=manifest.redact)
         print_document(output, document)
     else:
-        print_preview(preview, shown, args.env, output, manifest.redact)
+        print_preview(preview, shown, args.env, output, manifest.redact, explain=args.explain)
     return FAILURE if args.strict and preview.report.failed else SUCCESS
 
 

@@ -31,9 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     which.add_argument("--tests", action="store_true", help="the schema of a composer test file")
     which.add_argument(
+        "--questions",
+        action="store_true",
+        help="the schema of a composer eval file of labelled questions",
+    )
+    which.add_argument(
         "--write",
         metavar="DIR",
-        help="write manifest.schema.json, manifest.overlay.schema.json and tests.schema.json",
+        help="write manifest.schema.json, manifest.overlay.schema.json, tests.schema.json "
+        "and questions.schema.json",
     )
 
 
@@ -42,10 +48,17 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
     from composer.catalog import ProviderTypes
     from composer.errors import ComposerError
-    from composer.inspect.schema import SCHEMA_FILES, manifest_schema, tests_schema, write_schemas
+    from composer.inspect.schema import (
+        SCHEMA_FILES,
+        manifest_schema,
+        questions_schema,
+        tests_schema,
+        write_schemas,
+    )
 
-    if args.tests:
-        output.json(json.dumps(tests_schema(), indent=2))
+    if args.tests or args.questions:
+        schema = tests_schema() if args.tests else questions_schema()
+        output.json(json.dumps(schema, indent=2))
         return SUCCESS
     types = ProviderTypes.installed()
     for error in types.load_all():  # a broken plugin is reported, the others still documented
