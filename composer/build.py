@@ -46,6 +46,7 @@ from composer.hooks import (
     check_hooks,
 )
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
+from composer.manifest.source import Secret
 from composer.outcomes import (
     CURRENT_TURN,
     EXPLAIN,
@@ -148,6 +149,13 @@ class ManagedProvider:
         self._constant = (
             cast(Constant, provider).constant_text() if Constant in self.hooks else None
         )
+        # A located text (a str subclass) as a plain str once, so that every turn returns the
+        # same object and its count is a lookup, not a copy and a hash of the whole text; a
+        # Secret is kept as given (masked in reprs) and copied per turn.
+        constant = self._constant
+        if constant is not None and type(constant) is not str and not isinstance(constant, Secret):
+            constant = str.__str__(constant)
+        self._constant_text = constant
         # Its block cannot change between turns: the manifest says so, or it is a fixed text
         # (no wrap: a wrap's nonce changes every turn). ``stable_prefix`` folds these only.
         self.stable = (
@@ -175,8 +183,8 @@ class ManagedProvider:
             note(self, "guarded")
             return None
         if self._plain:  # no option applies: the provider's own answer, checked
-            constant = self._constant
-            if constant is not None:  # kept as given: a Secret stays masked in reprs
+            constant = self._constant_text
+            if constant is not None:  # a Secret, kept as given, stays masked in reprs
                 return constant if type(constant) is str else str.__str__(constant)
             result: object = await self.provider.provide(branch, instruction)
             if result is None or type(result) is str:

@@ -13,6 +13,7 @@ import functools
 import gzip
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from importlib import resources
 
@@ -96,13 +97,17 @@ def count_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    if type(text) is str and len(text) <= _MEMO_MAX_CHARS:
-        return _count_memoised(text)
+    if type(text) is str:
+        if len(text) <= _SMALL_CHARS:
+            return _count_memoised(text)
+        return _count_large(text)
     return _count(text)
 
 
-_MEMO_MAX_CHARS = 1 << 13
-"""Texts up to this long are remembered, 4096 of them at most (32 Mi characters at worst)."""
+_SMALL_CHARS = 1 << 13
+"""Texts up to this long are remembered by ``functools.lru_cache`` (its C lookup is the
+fastest for the short blocks most turns hold); longer ones by ``_Memo``, bounded by the
+characters it keeps."""
 
 
 def _count(text: str) -> int:
@@ -157,3 +162,52 @@ def _pieces(text: str, size: int) -> list[str]:
 def _count_memoised(text: str) -> int:
     """The same text is counted once: static blocks recur every turn, on every branch."""
     return _count(text)
+
+
+class _Memo:
+    """A long text is counted once too: a constant block (house rules, a
+    service catalogue) recurs every turn on every branch, and counting 10k tokens costs
+    milliseconds where a lookup costs a microsecond. Bounded by the characters it keeps (the
+    least recently used texts go first), so large texts cannot grow it without limit."""
+
+    def __init__(self, max_chars: int, max_texts: int) -> None:
+        self.max_chars, self.max_texts = max_chars, max_texts
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> int:
+        with self._lock:
+            known = self._counts.get(text)
+            if known is not None:
+                self._counts.move_to_end(text)
+                return known
+        tokens = _count(text)  # outside the lock: another thread's count need not wait
+        if len(text) > self.max_chars:
+            return tokens
+        with self._lock:
+            if text not in self._counts:
+                self._counts[text] = tokens
+                self._chars += len(text)
+                while self._chars > self.max_chars or len(self._counts) > self.max_texts:
+                    dropped, _ = self._counts.popitem(last=False)
+                    self._chars -= len(dropped)
+        return tokens
+
+    def cache_clear(self) -> None:
+        """Forget every count (named as ``functools.lru_cache`` names it)."""
+        with self._lock:
+            self._counts.clear()
+            self._chars = 0
+
+    @property
+    def chars(self) -> int:
+        """Characters of the texts remembered."""
+        return self._chars
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+
+_count_large = _Memo(max_chars=1 << 25, max_texts=1024)
+"""At most 32 Mi characters of long texts (and 1024 of them) remembered."""

@@ -340,3 +340,48 @@ def test_a_megabyte_of_whitespace_is_never_counted_as_nothing(unit: str) -> None
     text = unit * (1_000_000 // len(unit))
     tenth = composer.count_tokens(text[: len(text) // 10])
     assert 9 * tenth <= composer.count_tokens(text) <= 11 * tenth
+
+
+class _CountingEncoding:
+    """o200k_base, counting the texts it encodes."""
+
+    def __init__(self) -> None:
+        self.real = composer.tokens.encoding()
+        self.encoded: list[int] = []
+
+    def encode(self, text: str, **options: Any) -> list[int]:
+        self.encoded.append(len(text))
+        return self.real.encode(text, **options)
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> _CountingEncoding:
+    spy = _CountingEncoding()
+    monkeypatch.setattr(composer.tokens, "encoding", lambda: spy)
+    monkeypatch.setattr(composer.tokens, "_count_large", composer.tokens._Memo(1 << 20, 8))
+    return spy
+
+
+def test_a_long_constant_block_is_counted_once(counting: _CountingEncoding) -> None:
+    house_rules = "Answer in English and put the exact command first. " * 2000  # ~100k chars
+    first = composer.count_tokens(house_rules)
+    again = [composer.count_tokens("".join([house_rules])) for _ in range(3)]  # equal, not same
+    assert again == [first] * 3
+    assert first == len(counting.real.encode(house_rules))
+    assert counting.encoded == [len(house_rules)]  # encoded on the first turn only
+
+
+def test_the_long_text_memo_is_bounded_by_characters(counting: _CountingEncoding) -> None:
+    memo = composer.tokens._count_large
+    texts = [f"{n} " + "x y z " * 60_000 for n in range(5)]  # 360k characters each
+    counts = [composer.count_tokens(text) for text in texts]
+    assert memo.chars <= memo.max_chars
+    assert len(memo) == 2  # 1 Mi characters hold two of them: the least recently used went
+    assert composer.count_tokens(texts[-1]) == counts[-1]
+    assert len(counting.encoded) == 5  # the newest is still remembered
+    assert composer.count_tokens(texts[0]) == counts[0]
+    assert len(counting.encoded) == 6  # the oldest was forgotten, and counted again
+    huge = "word " * 300_000  # 1.5 Mi characters: more than the whole memo keeps
+    assert composer.count_tokens(huge) == len(counting.real.encode(huge))
+    assert memo.chars <= memo.max_chars
+    assert huge not in memo._counts

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import cast
+
 import pytest
 
 from builtin_providers.static import StaticConfig, StaticProvider
 from composer.build import manage
 from composer.errors import TemplateError
+from composer.manifest.loader import load_manifest
 from composer.turn import Branch, Instruction
 
 
@@ -36,3 +40,29 @@ async def test_when_and_failures() -> None:
     with pytest.raises(TemplateError):
         await escaping.provide(Branch("s"), Instruction("x"))
     assert repr(escaping) == "<StaticProvider 'r'>"
+
+
+async def test_a_located_constant_is_the_same_plain_text_every_turn(tmp_path: Path) -> None:
+    """A manifest's text is a located str subclass; the engine hands the registry one plain
+    str for it, the same object every turn, so that counting it is a lookup, not a copy."""
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\nproviders:\n  - {name: rules, type: static, text: Be brief.}\n")
+    manifest = load_manifest(path)
+    config = cast(StaticConfig, manifest.providers[0])
+    assert type(config.text) is not str  # located: the case this is about
+    managed = manage(StaticProvider(config), config)
+    first = await managed.provide(Branch("s"), Instruction("a"))
+    second = await managed.provide(Branch("s"), Instruction("b"))
+    assert type(first) is str
+    assert first == "Be brief."
+    assert second is first
+
+
+async def test_a_secret_constant_stays_masked_in_the_provider(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\nproviders:\n  - {name: rules, type: static, text: '${TOKEN}'}\n")
+    manifest = load_manifest(path, variables={"TOKEN": "s3cret-value"})
+    config = manifest.providers[0]
+    managed = manage(StaticProvider(cast(StaticConfig, config)), config)
+    assert await managed.provide(Branch("s"), Instruction("a")) == "s3cret-value"
+    assert "s3cret-value" not in repr(vars(managed))
