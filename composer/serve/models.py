@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from composer.outcomes import Outcome
+from composer.outcomes import FATES, Outcome
 from composer.registry import ProviderReport
 
 __all__ = [
@@ -23,8 +23,10 @@ __all__ = [
     "AuditSinkStatus",
     "Bounded",
     "BranchIn",
+    "CandidateOut",
     "ErrorBody",
     "ErrorDetail",
+    "ExplanationOut",
     "Fired",
     "Health",
     "InstructionIn",
@@ -117,6 +119,12 @@ class TurnRequest(_Body):
         "and every one is reported skipped (ADR-0008 D4).",
     )
     instruction: InstructionIn
+    explain: bool = Field(
+        False,
+        description="Explain the turn: each ranking provider's candidates (near misses "
+        "included) with score, tokens and fate, in the response's `explanations`. A second, "
+        "deeper search per ranking provider: about twice the gather's cost.",
+    )
 
 
 class Fired(_Body):
@@ -161,6 +169,32 @@ class ReportOut(_Body):
         )
 
 
+class CandidateOut(_Body):
+    """One item a ranking provider considered (``composer.outcomes.Candidate``)."""
+
+    id: str = Field(description="`path#Title > Section` for a passage, the item id for memory.")
+    score: float | None = None
+    tokens: int | None = None
+    fate: Literal[FATES]  # type: ignore[valid-type]
+    duplicate_of: str | None = None
+    duplicate_of_id: str | None = None
+
+
+class ExplanationOut(_Body):
+    """Why one registered provider's block is in the turn, or not."""
+
+    provider: str
+    outcome: Literal[OUTCOMES]  # type: ignore[valid-type]
+    tokens: int | None = None
+    needed: int | None = None
+    left: int | None = None
+    cap: int | None = None
+    taken_by: list[str] = Field(default_factory=list)
+    refitted: bool = False
+    candidates: list[CandidateOut] | None = None
+    candidates_left_off: int = 0
+
+
 class TurnResponse(_Body):
     """What the model is sent for this turn, and the report of how it was composed."""
 
@@ -177,6 +211,11 @@ class TurnResponse(_Body):
         description="With `runtime.placement: stable_prefix`: the turn's changing blocks as one "
         "delimited block, to send after the history and before the user's text (`guidance` "
         "then folds only the stable blocks); null otherwise.",
+    )
+    explanations: list[ExplanationOut] | None = Field(
+        None,
+        description="With `explain` (or a manifest that explains, deduplicates or fills): one "
+        "per registered provider, its candidates and why each left out was; null otherwise.",
     )
 
 

@@ -39,9 +39,11 @@ from composer.build import attach, build_registry
 from composer.errors import RequestRefused, ServeError
 from composer.manifest import Manifest
 from composer.observe.audit.held import holding_audit
+from composer.outcomes import explain_turns
 from composer.principal import Principal, current_principal
 from composer.serve.models import (
     AuditSinkStatus,
+    ExplanationOut,
     ManifestOut,
     Readiness,
     ReportOut,
@@ -217,17 +219,21 @@ class ContextService(AsyncCloseable):
             with holding_audit() as held:  # its line says whether the client got the answer
                 scope = current_principal.set(principal)
                 try:
-                    turn = await prepare_turn(branch, instruction)
+                    with explain_turns(request.explain):
+                        turn = await prepare_turn(branch, instruction)
                 finally:
                     current_principal.reset(scope)
                     branch.messages.clear()  # no history is kept: the agent has its own
                 entry.last_guidance = turn.guidance
                 report = ReportOut.of(turn.report) if turn.report is not None else None
+                explained = turn.report.explanations if turn.report is not None else []
                 response = TurnResponse(
                     branch_id=branch.id,
                     guidance=turn.guidance,
                     report=report,
                     context=turn.context,
+                    explanations=[ExplanationOut.model_validate(e.to_json()) for e in explained]
+                    or None,
                 )
                 answer = self.masked(response.model_dump(mode="json"))
                 if self.state.shared:
