@@ -11,12 +11,12 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import IO
 
+from interruptible import composer_command
 from observe.conftest import write
 
 WAIT_S = 60  # a bound that only catches a watch that never reacts
@@ -56,7 +56,7 @@ def manifest(text: str) -> str:
 def test_preview_watch_runs_again_on_each_change_and_shows_a_broken_edit(tmp_path: Path) -> None:
     path = write(tmp_path / "m.yaml", manifest("First rules.\n"))
     env = {**os.environ, "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "composer", "preview", str(path), "--instruction", "x"]
+    command = composer_command("preview", str(path), "--instruction", "x")
     with subprocess.Popen(
         [*command, "--watch"],
         stdout=subprocess.PIPE,
@@ -86,5 +86,9 @@ def test_preview_watch_runs_again_on_each_change_and_shows_a_broken_edit(tmp_pat
             assert any(line.startswith("rules") and "fired" in line for line in fixed)
         finally:
             process.send_signal(signal.SIGINT)
-            code = process.wait(WAIT_S)
+            try:
+                code = process.wait(WAIT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()  # fail, never hang the suite
+                raise
     assert code == 0

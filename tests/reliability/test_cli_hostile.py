@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from interruptible import composer_command
 from localserver import serving
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,7 +155,7 @@ def test_ctrl_c_during_a_preview_exits_130_without_a_traceback(
         f"    request: {{url: '{waiting_server}/x', timeout_s: 60}}\n"
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "composer", "preview", str(manifest), "--instruction", "x"],
+        composer_command("preview", str(manifest), "--instruction", "x"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "NO_COLOR": "1"},
