@@ -121,6 +121,7 @@ class TurnRequest(_Body):
     instruction: InstructionIn
     explain: bool = Field(
         False,
+        strict=True,
         description="Explain the turn: each ranking provider's candidates (near misses "
         "included) with score, tokens and fate, in the response's `explanations`. A second, "
         "deeper search per ranking provider: about twice the gather's cost.",

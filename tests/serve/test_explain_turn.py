@@ -51,6 +51,8 @@ def test_a_turn_that_does_not_ask_has_no_explanations(app: TestClient) -> None:
     assert plain["guidance"] == explained["guidance"]  # explaining changes no block
 
 
-def test_explain_must_be_a_boolean(app: TestClient) -> None:
-    refused = app.post("/v1/turns", json={**TURN, "explain": "yes please"})
-    assert refused.status_code == 422
+@pytest.mark.parametrize("value", ["yes please", "true", 0, 1, None])
+def test_explain_must_be_a_boolean(app: TestClient, value: object) -> None:
+    # The schema says boolean: no coercion of 0/1 or "true" (a schema-violating body is refused)
+    refused = app.post("/v1/turns", json={**TURN, "explain": value})
+    assert refused.status_code == 422, refused.text
