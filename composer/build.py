@@ -19,7 +19,7 @@ import json
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack, cast
 
 from composer._admission import Dedup, ranked_report
 from composer._closing import AsyncCloseable
@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from composer.observe.observer import TurnObserver
 
 __all__ = [
+    "EngineParts",
     "ManagedProvider",
     "ManifestRegistry",
     "WritebackResult",
@@ -104,6 +105,15 @@ class WritebackResult(NamedTuple):
     cut: int = 0
 
 
+class EngineParts(TypedDict, total=False):
+    """What the engine adds around a provider, each absent unless the manifest asks."""
+
+    cache: ContextCache | None
+    wrap: str | None
+    scope: KeyScope | None
+    operation: str | None
+
+
 class ManagedProvider:
     """One provider as the engine runs it: what every provider shares, applied around it.
 
@@ -114,22 +124,16 @@ class ManagedProvider:
     """
 
     def __init__(
-        self,
-        provider: ContextProvider,
-        config: ProviderConfig,
-        *,
-        cache: ContextCache | None = None,
-        wrap: str | None = None,
-        scope: KeyScope | None = None,
-        operation: str | None = None,
+        self, provider: ContextProvider, config: ProviderConfig, **parts: Unpack[EngineParts]
     ) -> None:
         self.provider = provider
         self.config = config
         self.name = config.name
-        self.operation = operation
+        self.operation = parts.get("operation")
         self.hooks = declared_hooks(type(provider))
-        self.cache = cache if config.cache is not None else None
-        self.scope = scope
+        self.cache = parts.get("cache") if config.cache is not None else None
+        self.scope = parts.get("scope")
+        wrap = parts.get("wrap")
         self._when: CompiledExpression | None = (
             compile_expression(config.when) if config.when else None
         )
@@ -321,17 +325,11 @@ def declared_hooks(cls: type) -> frozenset[type]:
 
 
 def manage(
-    provider: ContextProvider,
-    config: ProviderConfig,
-    *,
-    cache: ContextCache | None = None,
-    wrap: str | None = None,
-    scope: KeyScope | None = None,
-    operation: str | None = None,
+    provider: ContextProvider, config: ProviderConfig, **parts: Unpack[EngineParts]
 ) -> ManagedProvider:
     """``provider`` wrapped with what the engine owns; its hooks are looked up here."""
     cls = _ManagedWriteback if Writeback in declared_hooks(type(provider)) else ManagedProvider
-    return cls(provider, config, cache=cache, wrap=wrap, scope=scope, operation=operation)
+    return cls(provider, config, **parts)
 
 
 class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):

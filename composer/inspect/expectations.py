@@ -35,7 +35,6 @@ from pydantic import (
     BeforeValidator,
     Field,
     PlainValidator,
-    ValidationError,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -47,8 +46,8 @@ from composer.inspect.preview import DEFAULT_SYSTEM, Preview, run_preview
 from composer.inspect.words import counted
 from composer.manifest import Manifest, StrictModel
 from composer.manifest.loader import load_manifest
-from composer.manifest.validation_errors import locate, translate
-from composer.manifest.yamlnodes import Node, plain, read_yaml
+from composer.manifest.validation_errors import locate, validate_file
+from composer.manifest.yamlnodes import Node
 from composer.outcomes import Outcome
 from composer.plugin import BuildContext, ProviderConfig, ProviderType
 
@@ -305,18 +304,8 @@ class Tests:
 
 def load_tests(path: str) -> Tests:
     """The test file at ``path``; every mistake in it is a located ``ManifestError``."""
-    file = Path(path).absolute()
-    tree, errors = read_yaml(path, file)
-    if errors:
-        raise ManifestError.collect(errors)
-    data = plain(tree)
-    try:
-        model = TestFile.model_validate(data)
-    except ValidationError as e:
-        raise ManifestError.collect(
-            translate(e, tree, TestFile, "", unresolved=(), variables_of={})
-        ) from e
-    tests = Tests(path, file.parent, tree, model)
+    tree, data, model = validate_file(path, TestFile)
+    tests = Tests(path, Path(path).absolute().parent, tree, model)
     tests.warnings.extend(_old_spellings(tests, data))
     return tests
 

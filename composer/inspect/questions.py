@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
-from composer.errors import ManifestError
 from composer.inspect.expectations import BranchSpec, Recorded
 from composer.inspect.preview import DEFAULT_SYSTEM
 from composer.manifest import StrictModel
-from composer.manifest.validation_errors import locate, translate
-from composer.manifest.yamlnodes import Node, plain, read_yaml
+from composer.manifest.validation_errors import locate, validate_file
+from composer.manifest.yamlnodes import Node
 
 __all__ = ["Labels", "Question", "QuestionFile", "Questions", "load_questions"]
 
@@ -112,15 +110,5 @@ class Questions:
 
 def load_questions(path: str) -> Questions:
     """The question file at ``path``; every mistake in it is a located ``ManifestError``."""
-    file = Path(path).absolute()
-    tree, errors = read_yaml(path, file)
-    if errors:
-        raise ManifestError.collect(errors)
-    data: Any = plain(tree)
-    try:
-        model = QuestionFile.model_validate(data)
-    except ValidationError as e:
-        raise ManifestError.collect(
-            translate(e, tree, QuestionFile, "", unresolved=(), variables_of={})
-        ) from e
-    return Questions(path, file.parent, tree, model)
+    tree, _, model = validate_file(path, QuestionFile)
+    return Questions(path, Path(path).absolute().parent, tree, model)

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from composer.catalog import ProviderTypes
 from composer.manifest import manifest_model
 
@@ -52,40 +54,36 @@ def manifest_schema(types: ProviderTypes | None = None, *, overlay: bool = False
     """
     types = types if types is not None else ProviderTypes.installed()
     model = manifest_model(ptype.config for ptype in types)
-    schema: dict[str, Any] = {
-        "$schema": SCHEMA_DIALECT,
-        "$id": OVERLAY_ID if overlay else MANIFEST_ID,
-        **model.model_json_schema(),
-    }
-    schema["title"] = "composer manifest (overlay)" if overlay else "composer manifest"
     if overlay:
-        schema = _relaxed(schema)
-    return schema
+        relaxed: dict[str, Any] = _relaxed(
+            _schema_of(model, OVERLAY_ID, "composer manifest (overlay)")
+        )
+        return relaxed
+    return _schema_of(model, MANIFEST_ID, "composer manifest")
 
 
 def tests_schema() -> dict[str, Any]:
     """JSON Schema of a ``composer test`` file."""
     from composer.inspect.expectations import TestFile  # the runner's models, imported when asked
 
-    schema: dict[str, Any] = {
-        "$schema": SCHEMA_DIALECT,
-        "$id": TESTS_ID,
-        **TestFile.model_json_schema(),
-    }
-    schema["title"] = "composer tests"
-    return schema
+    return _schema_of(TestFile, TESTS_ID, "composer tests")
 
 
 def questions_schema() -> dict[str, Any]:
     """JSON Schema of a ``composer eval`` file of labelled questions."""
     from composer.inspect.questions import QuestionFile  # imported when asked
 
+    return _schema_of(QuestionFile, QUESTIONS_ID, "composer questions")
+
+
+def _schema_of(model: type[BaseModel], schema_id: str, title: str) -> dict[str, Any]:
+    """``model``'s JSON Schema under the dialect and ``schema_id``, titled ``title``."""
     schema: dict[str, Any] = {
         "$schema": SCHEMA_DIALECT,
-        "$id": QUESTIONS_ID,
-        **QuestionFile.model_json_schema(),
+        "$id": schema_id,
+        **model.model_json_schema(),
     }
-    schema["title"] = "composer questions"
+    schema["title"] = title
     return schema
 
 

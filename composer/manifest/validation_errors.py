@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Container, Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -28,9 +29,27 @@ from composer.manifest.variants import (
     selected,
     union_models,
 )
-from composer.manifest.yamlnodes import Map, Mark, Node, Scalar, Seq
+from composer.manifest.yamlnodes import Map, Mark, Node, Scalar, Seq, plain, read_yaml
 
-__all__ = ["did_you_mean", "dotted", "locate", "translate"]
+__all__ = ["did_you_mean", "dotted", "locate", "translate", "validate_file"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate_file(path: str, model: type[M]) -> tuple[Node, Any, M]:
+    """The YAML file at ``path`` (a file beside the manifests: tests, questions) read as a
+    located tree, its plain data and ``model`` validated from it; every mistake a located
+    ``ManifestError`` (the input never echoed)."""
+    tree, errors = read_yaml(path, Path(path).absolute())
+    if errors:
+        raise ManifestError.collect(errors)
+    data = plain(tree)
+    try:
+        return tree, data, model.model_validate(data)
+    except ValidationError as e:
+        raise ManifestError.collect(
+            translate(e, tree, model, "", unresolved=(), variables_of={})
+        ) from e
 
 
 def translate(

@@ -202,14 +202,22 @@ def _namespaces(counts: dict[str, int]) -> str:
     return ", ".join(f"{name or '(default)'}: {n}" for name, n in sorted(counts.items()))
 
 
-async def _import(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
+async def _read_items(
+    spec: str, args: argparse.Namespace, opened: list[Store], done: str
+) -> tuple[Store, list[Any]]:
+    """The existing store at ``spec`` and its items in ``--namespace``; a store that fails
+    to read says that nothing was ``done``."""
     from composer.errors import StoreError
 
-    source = await _existing(args.source, args, opened)
+    store = await _existing(spec, args, opened)
     try:
-        items = await source.export(args.namespace)
+        return store, await store.export(args.namespace)
     except StoreError as e:
-        raise StoreError(f"{e}; nothing was imported") from e
+        raise StoreError(f"{e}; nothing was {done}") from e
+
+
+async def _import(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
+    source, items = await _read_items(args.source, args, opened, "imported")
     target = _open(args.target, args, opened)
     if args.into is not None:
         items = [dataclasses.replace(item, namespace=args.into) for item in items]
@@ -235,13 +243,7 @@ async def _import(args: argparse.Namespace, output: Output, opened: list[Store])
 
 
 async def _export(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
-    from composer.errors import StoreError
-
-    store = await _existing(args.store, args, opened)
-    try:
-        items = await store.export(args.namespace)
-    except StoreError as e:
-        raise StoreError(f"{e}; nothing was exported") from e
+    store, items = await _read_items(args.store, args, opened, "exported")
     if args.output == "-":
         for item in items:
             output.json(json.dumps(_record(item), ensure_ascii=False, default=str))

@@ -136,6 +136,11 @@ class SharedState(StateStore):
 
     shared = True
 
+    def __init__(self, *, max_records: int, ttl_s: float, timeout_s: float) -> None:
+        self.max_records = max_records
+        self.ttl_s = ttl_s
+        self.timeout_s = timeout_s
+
     async def current(self, principal: str, branch_id: str) -> str:
         record = await self.recall(principal, branch_id)
         return record.current if record is not None else NO_TURN

@@ -99,12 +99,10 @@ class PostgresState(SharedState):
         pool_size: int = 8,
         timeout_s: float = 5.0,
     ) -> None:
+        super().__init__(max_records=max_records, ttl_s=ttl_s, timeout_s=timeout_s)
         self.dsn = dsn
         self.schema = schema
-        self.max_records = max_records
-        self.ttl_s = ttl_s
         self.pool_size = pool_size
-        self.timeout_s = timeout_s
         self._pools = PostgresPools(
             dsn,
             name=f"composer-state-{schema}",

@@ -64,11 +64,9 @@ class RedisState(SharedState):
         ttl_s: float = 36_000.0,
         timeout_s: float = 5.0,
     ) -> None:
+        super().__init__(max_records=max_records, ttl_s=ttl_s, timeout_s=timeout_s)
         self.url = url
         self.prefix = "{" + prefix + "}"
-        self.max_records = max_records
-        self.ttl_s = ttl_s
-        self.timeout_s = timeout_s
         # A redis.asyncio client belongs to the event loop it first ran in.
         self._clients: dict[asyncio.AbstractEventLoop, Redis] = {}
         self._rates: dict[Redis, RedisStorage] = {}
