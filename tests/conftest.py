@@ -8,8 +8,9 @@
 - ``browser``: drives a headless chromium (``tests/browser.py``);
 - ``integrations``: an agent framework or lionagi.
 
-``MARKED`` maps a path under ``tests/`` (a folder, ending in ``/``, or one file) to markers; a
-test has the markers of every path that holds it. The markers are registered in
+``MARKED`` maps a path under ``tests/`` (a folder, ending in ``/``, one file, or one test of a
+file: ``file.py::test_name``, every parametrization of it) to markers; a test has the markers
+of every path that holds it. The markers are registered in
 ``pyproject.toml`` (``--strict-markers``); ``tests/test_test_layout.py`` checks that every path
 here exists. A new folder or a file that starts processes gets its line here.
 """
@@ -32,17 +33,34 @@ MARKED: dict[str, tuple[str, ...]] = {
     "reliability/": ("slow",),
     "reliability/test_huge_writeback.py": ("services",),
     "reliability/test_secret_sentinels.py": ("services",),
-    # the servers: each test starts `composer serve` or an MCP peer as a process (for now the
-    # whole folder; the tests that build the server in process can leave it file by file)
-    "serve/": ("slow",),
+    # the servers: most tests build the configured server in this process (``serve/apps.py``);
+    # those that start `composer serve`, its workers or an MCP peer as processes are slow
     "serve/test_audit_readiness.py": ("services",),
-    "serve/test_fleet.py": ("services",),
+    "serve/test_fleet.py": ("slow", "services"),
+    "serve/test_fuzz.py::test_every_operation_answers_as_documented": ("slow",),
+    "serve/test_http_server.py::test_a_killed_mcp_child_is_restarted_on_the_next_turn": ("slow",),
+    "serve/test_http_server.py::test_sigterm_closes_every_provider": ("slow",),
+    "serve/test_library.py::test_a_program_runs_the_server_composer_serve_runs": ("slow",),
+    "serve/test_library.py::test_importing_composer_serve_imports_no_web_framework_and_no_console": (
+        "slow",
+    ),
+    "serve/test_mcp_provider.py": ("slow",),
+    "serve/test_mcp_server.py": ("slow",),
     "serve/test_principals_served.py": ("services",),
+    "serve/test_principals_served.py::test_a_stdio_server_is_one_principal_of_the_file": ("slow",),
+    "serve/test_principals_served.py::test_the_access_log_names_the_principal_never_its_token": (
+        "slow",
+    ),
     "serve/test_rate_limits.py": ("services",),
+    "serve/test_rate_limits.py::test_two_replicas_sharing_the_state_share_one_limit": ("slow",),
+    "serve/test_rate_limits.py::test_two_workers_admit_a_principal_no_more_turns_than_one_worker": (
+        "slow",
+    ),
+    "serve/test_serving_guide.py": ("slow",),
     "serve/test_state.py": ("services",),
     "serve/test_tenancy.py": ("services",),
     "serve/test_turn_happens_once.py": ("services",),
-    "serve/test_workers.py": ("services",),
+    "serve/test_workers.py": ("slow", "services"),
     # the console's pages against `composer serve --console` processes (its sessions, views
     # and `composer console` run in the quick check)
     "console/test_console.py": ("slow",),
@@ -71,12 +89,17 @@ MARKED: dict[str, tuple[str, ...]] = {
 """Path under ``tests/`` (a folder ends in ``/``) -> the markers of every test it holds."""
 
 
-def markers_of(path: Path) -> list[str]:
-    """The markers of the tests in the file ``path``, in ``MARKED``'s order, each once."""
+def markers_of(path: Path, test: str = "") -> list[str]:
+    """The markers of the test named ``test`` (its function's name) in the file ``path``, or
+    of every test of the file without ``test``, in ``MARKED``'s order, each once."""
     relative = path.resolve().relative_to(TESTS).as_posix()
     names: dict[str, None] = {}
     for place, markers in MARKED.items():
-        if relative == place or (place.endswith("/") and relative.startswith(place)):
+        if (
+            relative == place
+            or (place.endswith("/") and relative.startswith(place))
+            or (test and place == f"{relative}::{test}")
+        ):
             names.update(dict.fromkeys(markers))
     return list(names)
 
@@ -84,5 +107,6 @@ def markers_of(path: Path) -> list[str]:
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by them
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        for name in markers_of(item.path):
+        test = getattr(item, "originalname", None) or item.name
+        for name in markers_of(item.path, test):
             item.add_marker(name)

@@ -108,8 +108,15 @@ def markers_module() -> ModuleType:
 
 def test_every_marked_path_exists_and_every_marker_is_registered() -> None:
     table: dict[str, tuple[str, ...]] = markers_module().MARKED
-    assert [path for path in table if not (TESTS / path).exists()] == []
-    assert [path for path in table if path.endswith("/") != (TESTS / path).is_dir()] == []
+    paths = [place.partition("::")[0] for place in table]
+    assert [path for path in paths if not (TESTS / path).exists()] == []
+    assert [path for path in paths if path.endswith("/") != (TESTS / path).is_dir()] == []
+    tests = [place.partition("::") for place in table if "::" in place]
+    assert [
+        f"{path}::{name}"
+        for path, _, name in tests
+        if not re.search(rf"^(async )?def {name}\(", (TESTS / path).read_text(), re.MULTILINE)
+    ] == []
     pytest_options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     declared = pytest_options["tool"]["pytest"]["ini_options"]["markers"]
     registered = {re.split(r"[(:]", line, maxsplit=1)[0] for line in declared}
@@ -122,6 +129,12 @@ def test_a_test_has_the_markers_of_every_path_that_holds_it() -> None:
     module = markers_module()
     assert module.markers_of(TESTS / "console" / "test_console_browser.py") == ["slow", "browser"]
     assert module.markers_of(TESTS / "memory" / "test_restart.py") == ["services", "slow"]
-    assert module.markers_of(TESTS / "serve" / "test_state.py") == ["slow", "services"]
+    assert module.markers_of(TESTS / "serve" / "test_state.py") == ["services"]
+    assert module.markers_of(TESTS / "serve" / "test_workers.py") == ["slow", "services"]
+    # a test named on its own: its file's markers and its own, the file's other tests not
+    sigterm = "test_sigterm_closes_every_provider"
+    assert module.markers_of(TESTS / "serve" / "test_http_server.py", sigterm) == ["slow"]
+    assert module.markers_of(TESTS / "serve" / "test_http_server.py", "test_x") == []
+    assert module.markers_of(TESTS / "serve" / "test_http_server.py") == []
     assert module.markers_of(TESTS / "console" / "test_console_sessions.py") == []
     assert module.markers_of(TESTS / "memorial" / "test_x.py") == []  # a folder, not a prefix
