@@ -82,6 +82,10 @@ COMMANDS: dict[str, Command] = {
         "composer.cli.commands.console",
         "read an audit log in a browser: turns, providers, what the model saw (127.0.0.1)",
     ),
+    "completion": Command(
+        "composer.cli.commands.completion",
+        "print a tab-completion script for bash, zsh or fish",
+    ),
 }
 """The commands, in ``--help`` order; a new one is a module of ``composer.cli.commands``
 named here."""
@@ -119,7 +123,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"composer {__version__}")
-    parser.set_defaults(no_interpolate=False)
+    parser.set_defaults(no_interpolate=False, whole_parser=build_parser)  # for `completion`
     subparsers = parser.add_subparsers(metavar="COMMAND", required=True, parser_class=CommandParser)
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, aliases=command.aliases, help=command.summary)

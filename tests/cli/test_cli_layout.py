@@ -57,6 +57,7 @@ def _minimal(name: str) -> list[str]:
         "memory": ["memory", "stats", "m.jsonl"],
         "audit": ["audit", "show", "turns.jsonl"],
         "console": ["console", "turns.jsonl"],
+        "completion": ["completion", "bash"],
     }.get(name, [name])
 
 

@@ -27,6 +27,7 @@ CASES = {
     "audit diff": (["audit", "diff", "turns.jsonl", "a", "b", "--all"], "composer audit diff"),
     "serve": (["serve", "configs", "--prot", "80"], "composer serve"),
     "console": (["console", "turns.jsonl", "--bogus"], "composer console"),
+    "completion": (["completion", "bash", "--zsh"], "composer completion"),
 }
 
 
