@@ -47,6 +47,7 @@ from composer.hooks import (
 )
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
 from composer.manifest.source import Secret
+from composer.observe.switch import metrics_wanted
 from composer.outcomes import (
     CURRENT_TURN,
     EXPLAIN,
@@ -567,7 +568,8 @@ def _observer_of(context: BuildContext) -> TurnObserver | None:
     asks for history, an audit log, traces or metrics; imported only then."""
     runtime = context.manifest.runtime
     history = runtime.report.history if runtime.report is not None else 0
-    if not (history or runtime.audit is not None or runtime.traces or runtime.metrics):
+    metrics = metrics_wanted(runtime.metrics)
+    if not (history or runtime.audit is not None or runtime.traces or metrics):
         return None
     from composer.observe.observer import TurnObserver
 

@@ -2,8 +2,11 @@
 
 Registered once per process in ``prometheus_client``'s default registry (the one its
 ``start_http_server``, ``make_asgi_app`` and ``generate_latest`` expose), when the first
-manifest with ``runtime.metrics`` builds a registry. This module is imported only then: without
-the ``metrics`` extra nothing of it is. Label values are provider names and fixed words (an
+manifest with ``runtime.metrics`` builds a registry (any manifest, in a process that records
+metrics always: ``composer serve --metrics``, ``composer.observe.switch``). This module is
+imported only then: without the ``metrics`` extra nothing of it is. Under prometheus_client's
+multiprocess mode (``composer serve --workers N --metrics``) each process writes its own file
+and a scrape sums them; the last good load's gauge is then the latest of any process. Label values are provider names and fixed words (an
 outcome, a result), each masked by the manifest's ``redact``, so no label holds a secret and
 their number stays that of the providers.
 
@@ -69,6 +72,7 @@ class Metrics:
         self.last_good_load = Gauge(
             "composer_manifest_last_good_load_timestamp_seconds",
             "When a watched manifest last loaded without error (Unix time).",
+            multiprocess_mode="max",
         )
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
 

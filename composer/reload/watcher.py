@@ -43,6 +43,7 @@ from composer.catalog import ProviderTypes, catalog_of
 from composer.errors import ManifestError
 from composer.manifest.loader import load_manifest
 from composer.manifest.models import Manifest
+from composer.observe.switch import metrics_wanted
 from composer.registry import BranchLike, InstructionLike, ProviderReport
 from composer.reload.changes import Digests, Inputs, has_watchfiles, snapshot
 
@@ -322,7 +323,7 @@ class ManifestWatcher:
             self._spawn(self._close_manifest(old))
 
     def _count(self, result: str, manifest: Manifest) -> None:
-        if not manifest.runtime.metrics:
+        if not metrics_wanted(manifest.runtime.metrics):
             return
         metrics = _metrics()
         if metrics is not None:

@@ -36,6 +36,12 @@ from composer.serve.config import ServerConfig
 from composer.serve.connections import ConnectionLimits, default_total, raise_descriptor_limit
 from composer.serve.http import create_app as http_app
 from composer.serve.mcp_server import run_stdio
+from composer.serve.metrics import (
+    bind_metrics_port,
+    instrument,
+    prepare_metrics,
+    shared_by_workers,
+)
 from composer.serve.options import CONSOLE_PREFIX, ServeOptions
 from composer.serve.principals import (
     DEFAULT_PRINCIPAL,
@@ -84,9 +90,12 @@ class Server:
 
     def app(self) -> Starlette:
         """The ASGI app (each ``run`` worker makes its own: its own MCP session manager)."""
-        return http_app(self.service, self.options)
+        app = http_app(self.service, self.options)
+        if self.config.metrics:
+            instrument(app)
+        return app
 
-    def describe(self, url: str) -> Listening:
+    def describe(self, url: str, metrics_port: int | None = None) -> Listening:
         """What the command prints once it listens at ``url``."""
         config, principals = self.config, self.callers.principals
         if principals is not None:
@@ -97,13 +106,18 @@ class Server:
         state = self.service.state
         shared = f", state {state.describe()}" if state.shared else ""
         console = f"; console at {url}{CONSOLE_PREFIX}" if config.console else ""
-        text = f"listening on {url} ({guard}{workers}{shared}); MCP at {url}/mcp{console}"
+        metrics = f"; metrics at {url}/metrics" if config.metrics else ""
+        if metrics_port is not None:
+            metrics += f", without a token on port {metrics_port}"
+        text = f"listening on {url} ({guard}{workers}{shared}); MCP at {url}/mcp{console}{metrics}"
         return Listening(url, text)
 
 
 def build(manifest: Manifest, config: ServerConfig) -> Server:
     """The server ``config`` describes, serving ``manifest``: ``ServeError`` (or, for a
     principals file, a located ``ManifestError``) when it cannot start as configured."""
+    if config.metrics:
+        prepare_metrics()
     callers = _callers(config)
     stdio_principal = None
     if config.mcp_stdio and callers.principals is not None:
@@ -177,9 +191,10 @@ def run(
         total=config.max_connections or default_total(raise_descriptor_limit()),
     )
     sock = bind(config.host, config.port)
+    scraped = bind_metrics_port(config)
 
     def announce(url: str) -> None:
-        listening = server.describe(url)
+        listening = server.describe(url, scraped.port if scraped else None)
         if started is not None:
             started(listening)
         else:
@@ -187,15 +202,19 @@ def run(
 
     def work(heard: Callable[[str], None] | None = None) -> None:
         app = server.app()  # in each worker: its own app and session manager
+        served = app if scraped is None else scraped.serving(app)
+        more = () if scraped is None else (scraped.sock,)
         forwarded = config.forwarded_allow_ips
-        serve(app, sock, limits=limits, forwarded_allow_ips=forwarded, started=heard)
+        serve(served, sock, limits=limits, forwarded_allow_ips=forwarded, started=heard, also=more)
 
     if config.workers == 1:
         work(announce)
         return
     host, port = sock.getsockname()[:2]
     announce(f"http://{f'[{host}]' if ':' in host else host}:{port}")
-    if run_workers(config.workers, work) != 0:
+    with shared_by_workers(config) as ended:
+        code = run_workers(config.workers, work, ended=ended)
+    if code != 0:
         raise ServeError("a worker stopped by itself; the others were stopped")
 
 

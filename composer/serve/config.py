@@ -22,13 +22,23 @@ from pathlib import Path
 from composer.errors import ServeError
 from composer.serve.workers import MAX_WORKERS
 
-__all__ = ["EXTRA_HINT", "TOKEN_VARIABLE", "ServerConfig", "missing_modules"]
+__all__ = [
+    "EXTRA_HINT",
+    "METRICS_HINT",
+    "TOKEN_VARIABLE",
+    "ServerConfig",
+    "install_hint",
+    "missing_modules",
+]
 
 TOKEN_VARIABLE = "COMPOSER_SERVE_TOKEN"
 """Where the single bearer token is looked up by default (``--token-var``)."""
 
 EXTRA_HINT = "pip install 'context-composer[serve]'"
 """What installs everything a server imports."""
+
+METRICS_HINT = "pip install 'context-composer[metrics]'"
+"""What ``--metrics`` needs besides: prometheus_client."""
 
 _OPTIONAL = frozenset(
     {
@@ -39,6 +49,7 @@ _OPTIONAL = frozenset(
         "forwarded_allow_ips",
         "state",
         "env",
+        "metrics_port",
     }
 )
 """The fields that may be None."""
@@ -98,6 +109,12 @@ class ServerConfig:
     env: str | None = None
     """The environment the manifest was loaded for, as ``/v1/manifest`` and the console
     show it."""
+    metrics: bool = False
+    """Serve Prometheus metrics at ``/metrics``, behind the API's authentication, counting
+    every manifest's turns whatever its ``runtime.metrics`` (the metrics extra)."""
+    metrics_port: int | None = None
+    """With ``metrics``: also serve ``/metrics`` alone, without authentication, on this port
+    of ``host``, for a scraper that cannot send a token (``run`` only; 0: any free port)."""
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -157,7 +174,22 @@ def _refusal(config: ServerConfig) -> str | None:
         return "--console-preview goes with --console"
     if config.principal is not None and not (config.mcp_stdio and config.principals is not None):
         return "--principal goes with --mcp-stdio and --principals"
-    return _workers_refused(config)
+    return _metrics_refused(config) or _workers_refused(config)
+
+
+def _metrics_refused(config: ServerConfig) -> str | None:
+    """Why ``metrics`` and ``metrics_port`` cannot be as asked, or None."""
+    port = config.metrics_port
+    if port is not None:
+        if not 0 <= port <= 65535:
+            return "--metrics-port must be between 0 and 65535"
+        if not config.metrics:
+            return "--metrics-port goes with --metrics"
+        if port == config.port != 0:
+            return "--metrics-port must differ from --port"
+    if config.metrics and config.mcp_stdio:
+        return "--metrics goes with HTTP, not --mcp-stdio"
+    return None
 
 
 def _workers_refused(config: ServerConfig) -> str | None:
@@ -202,15 +234,28 @@ _KINDS = {
     "console": "flag",
     "console_preview": "flag",
     "env": "text",
+    "metrics": "flag",
+    "metrics_port": "whole",
 }
 """Each field's kind of value, checked before any rule (a field missing here fails every
 config made, so a new option cannot go unchecked)."""
 
 
 def missing_modules(config: ServerConfig) -> list[str]:
-    """The modules of the serve extra that serving ``config`` needs and this environment
-    lacks (the console's signed sessions need ``itsdangerous`` besides)."""
+    """The modules that serving ``config`` needs and this environment lacks: the serve
+    extra's (the console's signed sessions need ``itsdangerous`` besides), and with
+    ``metrics`` the metrics extra's ``prometheus_client`` (``install_hint`` names both)."""
     needed = ["mcp", "starlette", "uvicorn", "limits"]
     if config.console:
         needed.append("itsdangerous")
+    if config.metrics:
+        needed.append("prometheus_client")
     return [name for name in needed if importlib.util.find_spec(name) is None]
+
+
+def install_hint(missing: list[str]) -> str:
+    """What installs the ``missing`` modules: the serve extra, the metrics extra, or both."""
+    extras = ["serve"] if set(missing) - {"prometheus_client"} else []
+    if "prometheus_client" in missing:
+        extras.append("metrics")
+    return f"pip install 'context-composer[{','.join(extras or ['serve'])}]'"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
@@ -66,8 +66,10 @@ def serve(
     limits: ConnectionLimits | None = None,
     forwarded_allow_ips: str | None = None,
     started: Callable[[str], None] | None = None,
+    also: Sequence[socket.socket] = (),
 ) -> None:
-    """Run ``app`` on ``sock`` until a signal stops it; ``started`` hears the URL."""
+    """Run ``app`` on ``sock`` (and the sockets ``also``, under the same bounds) until a
+    signal stops it; ``started`` hears the URL of ``sock``."""
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     config = uvicorn.Config(
@@ -92,7 +94,7 @@ def serve(
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _stopped)
     try:
-        server.run(sockets=[sock])
+        server.run(sockets=[sock, *also])
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

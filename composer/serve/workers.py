@@ -27,8 +27,11 @@ MAX_WORKERS = 64
 """More processes than this on one machine is a mistake, not a deployment."""
 
 
-def run_workers(count: int, work: Callable[[], None]) -> int:
+def run_workers(
+    count: int, work: Callable[[], None], *, ended: Callable[[int], None] | None = None
+) -> int:
     """Fork ``count`` processes that each run ``work`` (serve the bound socket); wait for them.
+    ``ended`` hears the id of each worker that ended (its metrics are marked dead).
 
     0 when every worker stopped cleanly after a signal, else 1.
     """
@@ -66,6 +69,8 @@ def run_workers(count: int, work: Callable[[], None]) -> int:
             except InterruptedError:  # pragma: no cover - PEP 475 retries os.wait itself
                 continue
             children.discard(pid)
+            if ended is not None:
+                ended(pid)
             if not stopping:  # one ended by itself: stop the rest, the command fails
                 failed = stopping = True
                 for other in list(children):

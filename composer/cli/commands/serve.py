@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_manifest_arguments, manifest_from
 from composer.errors import ServeError
-from composer.serve.config import EXTRA_HINT, ServerConfig, missing_modules
+from composer.serve.config import EXTRA_HINT, ServerConfig, install_hint, missing_modules
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -162,6 +162,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --console: a form that runs one real turn of an instruction",
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="serve Prometheus metrics at /metrics behind the same token as the API: turns, "
+        "providers, budget, audit lines, reloads (whatever the manifest's runtime.metrics) and "
+        "HTTP requests by route; one true scrape across --workers (needs the metrics extra)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="with --metrics: also serve /metrics alone on this port of --host, WITHOUT a "
+        "token, for a scraper that cannot send one (reach it only from inside the cluster)",
+    )
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
@@ -176,7 +190,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         return USAGE
     missing = missing_modules(config)
     if missing:
-        output.error(f"composer serve: {', '.join(missing)} not installed: {EXTRA_HINT}")
+        output.error(f"composer serve: {', '.join(missing)} not installed: {install_hint(missing)}")
         return FAILURE
     manifest = manifest_from(args, output)
     if manifest is None:
