@@ -45,6 +45,7 @@ MARKED: dict[str, tuple[str, ...]] = {
         "slow",
     ),
     "serve/test_mcp_provider.py": ("slow",),
+    "serve/test_metrics_workers.py": ("slow", "services"),
     "serve/test_mcp_server.py": ("slow",),
     "serve/test_principals_served.py": ("services",),
     "serve/test_principals_served.py::test_a_stdio_server_is_one_principal_of_the_file": ("slow",),

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, cast
 
 from composer.branches import BranchEntry, BranchStore
 from composer.errors import ServeError
-from composer.serve.config import EXTRA_HINT, ServerConfig, missing_modules
+from composer.serve.config import ServerConfig, install_hint, missing_modules
 from composer.serve.service import ContextService
 
 if TYPE_CHECKING:
@@ -70,8 +70,9 @@ def create_app(manifest: Manifest, config: ServerConfig | None = None) -> Starle
 
 
 def _root(config: ServerConfig | None) -> ModuleType:
-    """``composer.serve.app``, once the serve extra is known to be installed."""
+    """``composer.serve.app``, once the serve extra (and the metrics extra, for
+    ``metrics``) is known to be installed."""
     missing = missing_modules(config or ServerConfig())
     if missing:
-        raise ServeError(f"{', '.join(missing)} not installed: {EXTRA_HINT}")
+        raise ServeError(f"{', '.join(missing)} not installed: {install_hint(missing)}")
     return importlib.import_module("composer.serve.app")

@@ -30,6 +30,7 @@ from composer.errors import ServeError
 from composer.inspect.words import counted
 from composer.manifest import Manifest
 from composer.manifest.settings import load_settings
+from composer.observe.switch import record_metrics_always
 from composer.principal import Principal
 from composer.serve.auth import check_bind, load_token
 from composer.serve.config import ServerConfig
@@ -39,7 +40,6 @@ from composer.serve.mcp_server import run_stdio
 from composer.serve.metrics import (
     bind_metrics_port,
     instrument,
-    prepare_metrics,
     shared_by_workers,
 )
 from composer.serve.options import CONSOLE_PREFIX, ServeOptions
@@ -117,7 +117,7 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
     """The server ``config`` describes, serving ``manifest``: ``ServeError`` (or, for a
     principals file, a located ``ManifestError``) when it cannot start as configured."""
     if config.metrics:
-        prepare_metrics()
+        record_metrics_always()  # whatever runtime.metrics says: /metrics must not be empty
     callers = _callers(config)
     stdio_principal = None
     if config.mcp_stdio and callers.principals is not None:

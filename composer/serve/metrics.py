@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import os
 import shutil
 import socket
@@ -45,9 +44,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from composer.errors import ServeError
-from composer.observe.switch import record_metrics_always
 from composer.serve.auth import is_loopback
-from composer.serve.config import METRICS_HINT, ServerConfig
+from composer.serve.config import ServerConfig
 from composer.serve.guard import RequestGuard
 from composer.serve.paths import route_path
 from composer.serve.responses import error_response
@@ -62,7 +60,6 @@ __all__ = [
     "Scrapes",
     "bind_metrics_port",
     "instrument",
-    "prepare_metrics",
     "scrape",
     "shared_by_workers",
 ]
@@ -73,14 +70,6 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROCESS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 OPEN_SCRAPE_S = 1.0
 """How long the unauthenticated listener reuses a scrape: a flood costs one a second."""
-
-
-def prepare_metrics() -> None:
-    """Before the server is built: ``ServeError`` with the install hint without
-    prometheus_client; else count every manifest's turns from now on."""
-    if importlib.util.find_spec("prometheus_client") is None:
-        raise ServeError(f"--metrics needs prometheus_client, not installed: {METRICS_HINT}")
-    record_metrics_always()
 
 
 def scrape() -> bytes:

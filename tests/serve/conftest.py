@@ -31,10 +31,11 @@ STARTUP_S = 60  # a bound that only catches a server that never starts
 
 @dataclass
 class Server:
-    """A running server process and the URL it said it listens on."""
+    """A running server process, the URL it said it listens on, and the whole line."""
 
     process: subprocess.Popen[str]
     url: str
+    line: str = ""
 
     def stop(self) -> int:
         """SIGTERM, then the exit code (a server that does not stop is killed and fails)."""
@@ -81,7 +82,7 @@ def start_serve(
         process.kill()
         raise AssertionError(f"composer serve did not start: {line!r}")
     url = line.split("listening on ", 1)[1].split()[0]
-    server = Server(process, url)
+    server = Server(process, url, line)
     wait_for(url + ("/readyz" if wait_ready else "/healthz"))
     return server
 
