@@ -107,13 +107,16 @@ def test_one_scrape_counts_the_turns_of_both_workers(tmp_path: Path, postgres_ds
                     status="200",
                 )
                 assert served == sent
-                assert value(
-                    scrape.text,
-                    "composer_http_request_duration_seconds_count",
-                    route="/v1/turns",
-                    method="POST",
-                    status="200",
-                ) == sent
+                assert (
+                    value(
+                        scrape.text,
+                        "composer_http_request_duration_seconds_count",
+                        route="/v1/turns",
+                        method="POST",
+                        status="200",
+                    )
+                    == sent
+                )
             outcomes = value(
                 scrape.text, "composer_provider_outcomes_total", provider="rules", outcome="fired"
             )
