@@ -354,7 +354,8 @@ def test_every_yaml_example_loads(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Each YAML block is what it says: an excerpt of a bundled file, a principals file, a test
-    file that passes, a question file that runs, a CI workflow whose commands parse, or a manifest (or a fragment of one,
+    file that passes, a question file that runs, a CI workflow whose commands parse, Prometheus
+    jobs scraping /metrics, or a manifest (or a fragment of one,
     written into the bundled base.yaml) that loads."""
     configs = in_configs_copy / "configs"
     first = block.text.splitlines()[0]
@@ -387,6 +388,10 @@ def test_every_yaml_example_loads(
         assert commands
         for command in commands:
             _parses(block, command)
+    elif "scrape_configs" in data:  # Prometheus jobs: each scrapes composer serve's /metrics
+        for job in data["scrape_configs"]:
+            assert job.get("metrics_path", "/metrics") == "/metrics", block.where
+            assert job["static_configs"][0]["targets"], block.where
     elif "apiVersion" in data:  # a Kubernetes List: each container's composer command parses
         containers = [
             container

@@ -3,14 +3,17 @@ route template, method and status.
 
 Labels are bounded whatever clients send: the route is the template the request matched
 (``/v1/branches/{branch_id}/writeback``, never the branch id; a mounted app's routes under
-its prefix, ``/console/turns/{turn_id}``), and every path that matches none is one label,
+its prefix, ``/console/turns/{turn_id}``, and ``/console/{path}`` for the rest of the mount,
+``composer.serve.paths.route_template``), and every path that matches none is one label,
 ``unmatched``; a method outside the HTTP standard's is ``other``; the status is what the
 server answered (a request that raised before answering is ``500``). So the series number
 at most routes x methods x statuses, however many distinct paths arrive.
 
 The middleware runs outermost (before the access log, the guards, the rate limits and the
 token), so a refused request is counted with the status it got. The route is found before
-the request goes in: routing changes the scope on its way (a mount's prefix).
+the request goes in (routing changes the scope on its way: a mount's prefix), by the router's
+own matching; a path that is itself a template (``/healthz``) is remembered, so the common
+requests skip it (at most one entry per route: other paths are never kept).
 
 | metric | type | labels |
 | --- | --- | --- |
@@ -20,16 +23,17 @@ the request goes in: routing changes the scope on its way (a mount's prefix).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import Counter, Histogram
-from starlette.routing import BaseRoute, Match, Mount
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["UNMATCHED", "HttpMetrics", "RequestMetrics", "request_metrics", "route_template"]
+from composer.serve.paths import route_path, route_template
+
+__all__ = ["METRICS", "UNMATCHED", "HttpMetrics", "RequestMetrics"]
 
 UNMATCHED = "unmatched"
 """The route label of every path no route matches (a template always starts with ``/``)."""
@@ -65,32 +69,9 @@ class RequestMetrics:
         child[1].observe(seconds)
 
 
-_METRICS: RequestMetrics | None = None
-_LOCK = threading.Lock()
-
-
-def request_metrics() -> RequestMetrics:
-    """The process's one ``RequestMetrics`` (a collector can be registered once)."""
-    global _METRICS
-    with _LOCK:
-        if _METRICS is None:
-            _METRICS = RequestMetrics()
-        return _METRICS
-
-
-def route_template(routes: Sequence[BaseRoute], scope: Scope) -> str:
-    """The template of the route ``scope`` goes to (a wrong method still names its route),
-    or ``UNMATCHED``."""
-    for route in routes:
-        match, child = route.matches(scope)
-        if match is Match.NONE:
-            continue
-        if isinstance(route, Mount):
-            inner = route_template(route.routes, {**scope, **child})
-            return UNMATCHED if inner == UNMATCHED else route.path + inner
-        path: str | None = getattr(route, "path", None)
-        return path if path is not None else UNMATCHED
-    return UNMATCHED
+METRICS = RequestMetrics()
+"""The process's collectors, registered on import (this module is imported with
+``--metrics`` only, in each worker once prometheus_client's mode is set)."""
 
 
 class HttpMetrics:
@@ -100,14 +81,20 @@ class HttpMetrics:
     def __init__(self, app: ASGIApp, *, routes: Sequence[BaseRoute]) -> None:
         self.app = app
         self._routes = routes
-        self._metrics = request_metrics()
+        self._metrics = METRICS
+        self._static: dict[str, str] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        route = route_template(self._routes, scope)
+        path = route_path(scope)
+        route = self._static.get(path)
+        if route is None:
+            route = route_template(self._routes, scope) or UNMATCHED
+            if route == path:  # a template without parameters: one entry per such route
+                self._static[path] = route
         method = scope.get("method", "")
         status = 500  # unless an answer starts: raised before answering
 
