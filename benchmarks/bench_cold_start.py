@@ -7,9 +7,7 @@ Each command runs N times in a fresh process, the commands interleaved round by 
 a busy moment of the machine falls on all of them alike; the figures are the fastest run's
 wall time and CPU time (user + system of the child) and their ratios to the tokenizer alone:
 ``python -c pass``; the tokenizer alone (``composer.tokens.encoding()``); ``composer validate``
-and ``composer preview`` of a one-provider static manifest; and that preview again with the
-tokenizer's background build (``composer.tokens.preload``) turned off, as before it. In
-process, reading the rank file the way this version does is timed against the line-by-line
+and ``composer preview`` of a one-provider static manifest. In process, reading the rank file the way this version does is timed against the line-by-line
 parse it replaced (the fastest of N rounds each).
 """
 
@@ -33,10 +31,9 @@ import composer.tokens  # noqa: E402
 MANIFEST = "version: 1\nproviders:\n  - {name: rules, type: static, text: Answer briefly.}\n"
 
 
-def _cli(argv: list[str], *, preload: bool = True) -> str:
-    off = "import composer.tokens as t; t.preload = lambda: None\n" if not preload else ""
+def _cli(argv: list[str]) -> str:
     return (
-        f"{off}import contextlib, io\nfrom composer.cli.main import main\n"
+        "import contextlib, io\nfrom composer.cli.main import main\n"
         f"with contextlib.redirect_stdout(io.StringIO()):\n    assert main({argv!r}) == 0\n"
     )
 
@@ -86,7 +83,6 @@ def main() -> None:
             "tokenizer alone": "import composer.tokens as t; t.encoding()",
             "composer validate (static)": _cli(["validate", manifest]),
             "composer preview (static)": _cli(preview),
-            "  the same, no background build": _cli(preview, preload=False),
         }
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(runs):

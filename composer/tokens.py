@@ -9,7 +9,6 @@ empty registry never loads it (ADR D2).
 from __future__ import annotations
 
 import binascii
-import contextlib
 import functools
 import gzip
 import hashlib
@@ -43,7 +42,6 @@ _SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 _lock = threading.Lock()
 _encoding: tiktoken.Encoding | None = None
-_preloading = False
 
 
 def vendored_o200k_base() -> bytes:
@@ -68,21 +66,6 @@ def _read_ranks() -> dict[bytes, int]:
     if len(tokens) != len(ranks) or ranks[0] != b"0" or int(ranks[-1]) != len(ranks) - 1:
         raise TokenizerError(f"{_DATA_FILE} is not one token and its rank a line, in order")
     return dict(zip(map(binascii.a2b_base64, tokens), range(len(tokens)), strict=True))
-
-
-def preload() -> None:
-    """Build the tokenizer in a background thread, for a command that will count: reading and
-    decompressing the file overlap the imports and the manifest's loading that come first.
-    ``encoding`` waits for it (or builds it, if this failed: its error is raised there)."""
-    global _preloading
-    if _encoding is None and not _preloading:
-        _preloading = True
-        threading.Thread(target=_build_quietly, name="composer-tokenizer", daemon=True).start()
-
-
-def _build_quietly() -> None:
-    with contextlib.suppress(TokenizerError):
-        encoding()
 
 
 def encoding() -> tiktoken.Encoding:

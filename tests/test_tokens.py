@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -386,29 +385,3 @@ def test_the_long_text_memo_is_bounded_by_characters(counting: _CountingEncoding
     assert composer.count_tokens(huge) == len(counting.real.encode(huge))
     assert memo.chars <= memo.max_chars
     assert huge not in memo._counts
-
-
-def test_a_preloaded_tokenizer_counts_as_one_built_on_demand(
-    monkeypatch: pytest.MonkeyPatch, unloaded: None
-) -> None:
-    monkeypatch.setattr(composer.tokens, "_preloading", False)
-    composer.tokens.preload()
-    composer.tokens.preload()  # a second call starts no second build
-    threads = [t for t in threading.enumerate() if t.name == "composer-tokenizer"]
-    assert len(threads) <= 1
-    assert composer.count_tokens("hello world") == 2  # waits for the build under way
-    assert composer.tokens.is_loaded()
-
-
-def test_a_preload_that_fails_leaves_the_error_to_the_first_count(
-    monkeypatch: pytest.MonkeyPatch, unloaded: None
-) -> None:
-    monkeypatch.setattr(composer.tokens, "_preloading", False)
-    _serve(monkeypatch, b"not gzip at all")
-    composer.tokens.preload()
-    for thread in threading.enumerate():
-        if thread.name == "composer-tokenizer":
-            thread.join(timeout=30)
-    assert not composer.tokens.is_loaded()
-    with pytest.raises(TokenizerError, match="cannot read"):
-        composer.count_tokens("hello world")

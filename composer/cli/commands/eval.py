@@ -61,9 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
-    from composer.tokens import preload
-
-    preload()  # every turn counts: the tokenizer's build overlaps the imports and loading
     from composer.errors import ManifestError, SettingsError
     from composer.inspect.evaluation import parse_floor
     from composer.inspect.questions import load_questions

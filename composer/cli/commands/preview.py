@@ -76,10 +76,6 @@ def run(args: argparse.Namespace, output: Output) -> int:
         from composer.cli.watch import watch_preview
 
         return watch_preview(args, output, run)
-    if not args.no_system:
-        from composer.tokens import preload
-
-        preload()  # the turn will count: its build overlaps the imports and loading below
     from composer.cli.logs import log_records_to
     from composer.cli.progress import progress_factory
     from composer.cli.tables import print_preview

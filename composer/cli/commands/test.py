@@ -46,9 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
-    from composer.tokens import preload
-
-    preload()  # every turn counts: the tokenizer's build overlaps the imports and loading
     from composer.cli.logs import log_records_to
     from composer.cli.terminate import run as run_until_done
     from composer.errors import ManifestError
