@@ -13,7 +13,7 @@ FLOORS_STAMP := $(FLOORS)/.installed
 # Every extra, so that every test runs (none skips for want of a package).
 EXTRAS := dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic-ai,agent-framework,openai-agents
 
-.PHONY: demo test test-fast lint floors docs clean
+.PHONY: demo test test-fast lint floors docs kubernetes-manifests clean
 
 $(STAMP): pyproject.toml
 	@echo "make: creating $(VENV) (again whenever pyproject.toml changes): composer, editable, with"
@@ -71,6 +71,17 @@ floors: $(FLOORS_STAMP)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# kustomize reads nothing outside its folder, so the Kubernetes base holds a copy of the files of
+# configs/ that composer serve reads there: the manifests and the corpus (not the tests, the
+# questions, the editors' schemas, nor the memory seed: in Kubernetes the memory is PostgreSQL's,
+# imported once). tests/test_kubernetes.py fails when the copy differs.
+KUBERNETES_MANIFESTS := deploy/kubernetes/base/manifests
+kubernetes-manifests:
+	rm -rf $(KUBERNETES_MANIFESTS)
+	mkdir -p $(KUBERNETES_MANIFESTS)
+	cd configs && cp --parents $$(ls *.yaml | grep -vx -e tests.yaml -e questions.yaml) \
+	  $$(find corpus -type f -name '*.md' | sort) $(CURDIR)/$(KUBERNETES_MANIFESTS)/
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -86,6 +86,10 @@ MARKED: dict[str, tuple[str, ...]] = {
     "manifest/test_manifest_overlays.py": ("services",),
     # a wheel built and installed, with every extra, into a fresh venv by its own pip
     "test_install_extras.py": ("slow",),
+    # each Kubernetes overlay's manifest serves a turn with its PostgreSQL and Redis
+    "test_kubernetes.py::test_each_overlay_serves_a_turn_from_the_kubelet_s_layout_with_its_stores": (
+        "services",
+    ),
 }
 """Path under ``tests/`` (a folder ends in ``/``) -> the markers of every test it holds."""
 

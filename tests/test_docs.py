@@ -353,9 +353,9 @@ def test_every_yaml_example_loads(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Each YAML block is what it says: an excerpt of a bundled file, a principals file, a test
-    file that passes, a question file that runs, a CI workflow whose commands parse, Prometheus
-    jobs scraping /metrics, or a manifest (or a fragment of one,
+    """Each YAML block is what it says: an excerpt of a bundled file (configs/, deploy/), a
+    principals file, a test file that passes, a question file that runs, a CI workflow whose
+    commands parse, Prometheus jobs scraping /metrics, or a manifest (or a fragment of one,
     written into the bundled base.yaml) that loads."""
     configs = in_configs_copy / "configs"
     first = block.text.splitlines()[0]
@@ -365,6 +365,9 @@ def test_every_yaml_example_loads(
     if named := re.fullmatch(r"# configs/([\w.-]+)", first):
         real = yaml.safe_load((configs / named.group(1)).read_text())
         assert _agrees(data, real), f"{block.where} is not what configs/{named.group(1)} holds"
+    elif named := re.fullmatch(r"# (deploy/[\w./-]+\.yaml)", first):
+        real = yaml.safe_load((REPO / named.group(1)).read_text())
+        assert _agrees(data, real), f"{block.where} is not what {named.group(1)} holds"
     elif first.startswith("# principals.yaml"):
         path = in_configs_copy / "principals.yaml"
         path.write_text(block.text)

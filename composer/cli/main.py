@@ -32,6 +32,8 @@ class Command(NamedTuple):
     module: str
     summary: str
     aliases: tuple[str, ...] = ()
+    whole_parser: bool = False
+    """Whether its ``run`` is handed ``args.whole_parser``, building every command's parser."""
 
 
 COMMANDS: dict[str, Command] = {
@@ -85,6 +87,7 @@ COMMANDS: dict[str, Command] = {
     "completion": Command(
         "composer.cli.commands.completion",
         "print a tab-completion script for bash, zsh or fish",
+        whole_parser=True,
     ),
 }
 """The commands, in ``--help`` order; a new one is a module of ``composer.cli.commands``
@@ -123,7 +126,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"composer {__version__}")
-    parser.set_defaults(no_interpolate=False, whole_parser=build_parser)  # for `completion`
+    parser.set_defaults(no_interpolate=False)
     subparsers = parser.add_subparsers(metavar="COMMAND", required=True, parser_class=CommandParser)
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, aliases=command.aliases, help=command.summary)
@@ -133,6 +136,8 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
             module.add_arguments(sub)
             show_defaults(sub)
             sub.set_defaults(run=module.run)
+            if command.whole_parser:
+                sub.set_defaults(whole_parser=build_parser)
     return parser
 
 

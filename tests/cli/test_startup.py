@@ -17,13 +17,13 @@ from composer.cli import main
 HEAVY = ("pydantic", "jinja2", "tiktoken", "yaml", "httpx", "numpy", "asyncio")
 
 
-def imported_after(code: str) -> list[str]:
-    """Which of ``HEAVY`` a fresh interpreter has imported after running ``code``."""
+def imported_after(code: str, modules: tuple[str, ...] = HEAVY) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``."""
     script = (
         "import sys, contextlib, io, json\n"
         "from composer.cli import main\n"
         f"with contextlib.redirect_stdout(io.StringIO()):\n    {code}\n"
-        f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+        f"print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True
@@ -66,3 +66,29 @@ def test_a_fixed_text_longer_than_its_cap_is_still_counted(
     tokens = count_tokens(long)
     assert 10 < tokens < 150
     assert f'provider "a": its fixed text is {tokens} tokens, over its max_tokens 10' in err[0]
+
+
+PROVIDER_LIBRARIES = ("numpy", "bm25s", "Stemmer", "markdown_it", "httpx", "psycopg", "mcp")
+"""What the other built-in types need: a manifest of static texts loads none of it."""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["validate", "{manifest}"], ["preview", "{manifest}", "--instruction", "the deploy failed"]],
+    ids=["validate", "preview"],
+)
+def test_a_manifest_of_static_texts_loads_no_other_types_libraries(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    manifest = tmp_path / "m.yaml"
+    put(manifest, "version: 1\nproviders:\n  - {name: rules, type: static, text: Be brief.}\n")
+    code = f"assert main({[arg.format(manifest=manifest) for arg in argv]!r}) == 0"
+    assert imported_after(code, PROVIDER_LIBRARIES) == []
+    # and a manifest that uses file_corpus does load them (so the check above can fail)
+    put(tmp_path / "docs" / "a.md", "# A\n\nthe deploy failed\n")
+    put(
+        manifest,
+        "version: 1\nproviders:\n  - {name: docs, type: file_corpus, root: docs, "
+        "query: '{{ instruction.text }}'}\n",
+    )
+    assert {"numpy", "bm25s"} <= set(imported_after(code, PROVIDER_LIBRARIES))

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ __all__ = [
     "open_kind",
     "postgres_answers",
     "postgres_binaries",
+    "postgres_database",
     "postgres_schema",
     "postgres_server",
     "redis_answers",
@@ -211,6 +213,23 @@ def postgres_schema(dsn: str) -> Iterator[str]:
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@contextlib.contextmanager
+def postgres_database(dsn: str) -> Iterator[str]:
+    """The URL of a database no other test uses (``t<pid>_<random>``), on the server of the
+    URL ``dsn``, dropped afterwards with whatever connections are left: for a manifest whose
+    schema names are fixed."""
+    import psycopg
+
+    name = f"t{os.getpid()}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urllib.parse.urlsplit(dsn)._replace(path=f"/{name}").geturl()
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextlib.contextmanager
