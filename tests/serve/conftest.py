@@ -29,6 +29,14 @@ PYTHON = sys.executable
 STARTUP_S = 60  # a bound that only catches a server that never starts
 
 
+@pytest.fixture(autouse=True)
+def metrics_switch_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server built with ``metrics`` counts every manifest's turns for the rest of its
+    process (``composer.observe.switch``): put back after each test, so that the tests of
+    other folders see their manifests' own ``runtime.metrics``."""
+    monkeypatch.setattr("composer.observe.switch._always", False)
+
+
 @dataclass
 class Server:
     """A running server process, the URL it said it listens on, and the whole line."""
