@@ -58,6 +58,10 @@ MARKED: dict[str, tuple[str, ...]] = {
     ),
     "serve/test_serving_guide.py": ("slow",),
     "serve/test_state.py": ("services",),
+    "serve/test_telemetry.py": ("slow",),
+    "serve/test_telemetry.py::test_each_worker_exports_from_its_own_provider_made_after_the_fork": (
+        "services",
+    ),
     "serve/test_tenancy.py": ("services",),
     "serve/test_turn_happens_once.py": ("services",),
     "serve/test_workers.py": ("slow", "services"),

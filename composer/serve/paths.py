@@ -4,14 +4,19 @@ A program may mount the server's app in its own (``Mount("/composer", app=...)``
 then keeps the whole path in the request's scope and puts the prefix in ``root_path``, and
 the routes match what is below it. The middleware (the open probes, the console's own
 authentication, the JSON bodies, the rate limits' exemptions) compare that same path, so a
-mounted server guards itself exactly as one served alone.
+mounted server guards itself exactly as one served alone. The access log and the
+request spans name a request by its route's template (``/v1/branches/{branch_id}/writeback``),
+not its path: a name with few values, whatever a client puts in the path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import Scope
 
-__all__ = ["route_path"]
+__all__ = ["route_path", "route_template"]
 
 
 def route_path(scope: Scope) -> str:
@@ -22,3 +27,27 @@ def route_path(scope: Scope) -> str:
     if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
         return path[len(root) :] or "/"
     return path
+
+
+def route_template(routes: Sequence[BaseRoute], scope: Scope, prefix: str = "") -> str | None:
+    """The template of the route ``scope`` goes to (``/v1/branches/{branch_id}/writeback``;
+    a mount's own routes below its path, ``/console/turns``), matched as the router matches;
+    None when no route takes it (a ``404``). A route that takes the path but not the method
+    (a ``405``) names it too."""
+    partial: tuple[BaseRoute, Scope] | None = None
+    for route in routes:
+        match, child = route.matches(scope)
+        if match is Match.FULL:
+            return _template(route, {**scope, **child}, prefix)
+        if match is Match.PARTIAL and partial is None:
+            partial = (route, child)
+    if partial is not None:
+        return _template(partial[0], {**scope, **partial[1]}, prefix)
+    return None
+
+
+def _template(route: BaseRoute, scope: Scope, prefix: str) -> str:
+    path = prefix + str(getattr(route, "path", ""))
+    if isinstance(route, Mount):
+        return route_template(route.routes, scope, path) or path + "/{path}"
+    return path or "/"
