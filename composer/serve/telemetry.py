@@ -171,17 +171,19 @@ async def flush_traces(timeout_s: float = FLUSH_S) -> None:
     if provider is None:
         return
     done = threading.Event()
+    flushed: list[bool] = []
 
     def flush() -> None:
+        # some SDK releases wait out the timeout, others wait for the export whatever it says
         try:
-            provider.force_flush(int(timeout_s * 1000))
+            flushed.append(provider.force_flush(int(timeout_s * 1000)))
         except Exception:  # an exporter's failure is its own log line; the stop goes on
             logger.debug("flushing the traces failed", exc_info=True)
         finally:
             done.set()
 
     threading.Thread(target=flush, name="composer-traces-flush", daemon=True).start()
-    if not await asyncio.to_thread(done.wait, timeout_s):
+    if not await asyncio.to_thread(done.wait, timeout_s) or flushed != [True]:
         logger.warning("traces: not all spans were exported within %g s of the stop", timeout_s)
 
 
