@@ -40,6 +40,7 @@ MARKED: dict[str, tuple[str, ...]] = {
     "serve/test_fuzz.py::test_every_operation_answers_as_documented": ("slow",),
     "serve/test_http_server.py::test_a_killed_mcp_child_is_restarted_on_the_next_turn": ("slow",),
     "serve/test_http_server.py::test_sigterm_closes_every_provider": ("slow",),
+    "serve/test_json_logs.py": ("slow",),
     "serve/test_library.py::test_a_program_runs_the_server_composer_serve_runs": ("slow",),
     "serve/test_library.py::test_importing_composer_serve_imports_no_web_framework_and_no_console": (
         "slow",
@@ -59,6 +60,10 @@ MARKED: dict[str, tuple[str, ...]] = {
     ),
     "serve/test_serving_guide.py": ("slow",),
     "serve/test_state.py": ("services",),
+    "serve/test_telemetry.py": ("slow",),
+    "serve/test_telemetry.py::test_each_worker_exports_from_its_own_provider_made_after_the_fork": (
+        "services",
+    ),
     "serve/test_tenancy.py": ("services",),
     "serve/test_turn_happens_once.py": ("services",),
     "serve/test_workers.py": ("slow", "services"),

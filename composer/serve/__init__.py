@@ -16,6 +16,9 @@ From Python, what ``composer serve configs --env prod --principals principals.ya
 * ``mcp_server``: the same turn as an MCP server, over stdio or streamable HTTP;
 * ``options``: ``ServeOptions``, how both servers guard themselves;
 * ``runner``: listening (loopback unless there is a token) and graceful shutdown;
+* ``access``, ``logs``: the access log, and ``--log-format json``'s lines;
+* ``telemetry``, ``spans``: traces when the ``OTEL_*`` variables ask (the SDK configured per
+  process), and a span of each request, the parent of its turn's;
 * ``state/``: what the server remembers of each branch (turn counts, last context) and where
   its rate limits count: in the process, or shared by replicas in PostgreSQL or Redis, one
   module per back-end, the one a URL names opened by ``state.open_state``;

@@ -19,6 +19,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -36,6 +37,7 @@ from composer.serve.auth import check_bind, load_token
 from composer.serve.config import ServerConfig
 from composer.serve.connections import ConnectionLimits, default_total, raise_descriptor_limit
 from composer.serve.http import create_app as http_app
+from composer.serve.logs import json_logs
 from composer.serve.mcp_server import run_stdio
 from composer.serve.metrics import (
     bind_metrics_port,
@@ -52,6 +54,7 @@ from composer.serve.principals import (
 from composer.serve.runner import Listening, bind, serve
 from composer.serve.service import ContextService
 from composer.serve.state import StateStore, open_state
+from composer.serve.telemetry import masking, start_traces, traced
 from composer.serve.workers import run_workers
 
 __all__ = ["Callers", "Server", "build", "create_app", "run"]
@@ -89,7 +92,10 @@ class Server:
     """With ``mcp_stdio``: the principal the one client is (None: ``local``)."""
 
     def app(self) -> Starlette:
-        """The ASGI app (each ``run`` worker makes its own: its own MCP session manager)."""
+        """The ASGI app (each ``run`` worker makes its own: its own MCP session manager, its
+        own tracer provider when ``OTEL_*`` asks for traces)."""
+        if self.options.traces:
+            start_traces()
         app = http_app(self.service, self.options)
         if self.config.metrics:
             instrument(app)
@@ -147,6 +153,7 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
         burst=max(1, int(config.rate_limit * 2)),
         host=config.host,
         access_log=config.access_log,
+        traces=not config.mcp_stdio and traced(),
         console=_console(config, service, callers) if not config.mcp_stdio else None,
     )
     return Server(config, service, callers, options, stdio_principal)
@@ -179,8 +186,18 @@ def run(
     """Serve ``manifest`` as ``composer serve`` does with ``config``, until SIGTERM or
     SIGINT stops it gracefully (or, with ``mcp_stdio``, until the client leaves).
     ``started`` hears where it listens (else that is logged by ``composer.serve``, INFO).
+    With ``log_format="json"`` the server's log is JSON lines on standard error meanwhile.
     """
     config = config or ServerConfig()
+    logs: AbstractContextManager[None]
+    logs = json_logs(masking(manifest.redact)) if config.log_format == "json" else nullcontext()
+    with logs:
+        _run(manifest, config, started)
+
+
+def _run(
+    manifest: Manifest, config: ServerConfig, started: Callable[[Listening], None] | None
+) -> None:
     server = build(manifest, config)
     if config.mcp_stdio:
         asyncio.run(run_stdio(server.service, server.stdio_principal))
@@ -198,7 +215,7 @@ def run(
         if started is not None:
             started(listening)
         else:
-            logger.info("%s", listening)
+            logger.info("%s", listening, extra={"url": listening.url})
 
     def work(heard: Callable[[str], None] | None = None) -> None:
         app = server.app()  # in each worker: its own app and session manager

@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from composer.errors import ServeError
+from composer.serve.logs import LOG_FORMATS
 from composer.serve.workers import MAX_WORKERS
 
 __all__ = [
@@ -102,6 +103,9 @@ class ServerConfig:
     """Processes serving one socket (``run`` only); above 1 needs ``state``."""
     access_log: bool = False
     """Log every request (logger ``composer.serve.access``) with its principal."""
+    log_format: str = "text"
+    """``text``: lines for people; ``json``: ``run`` writes the server's log as one JSON
+    object a line on standard error (``composer.serve.logs``)."""
     console: bool = False
     """Serve the read-only web console at ``/console`` as well."""
     console_preview: bool = False
@@ -168,6 +172,8 @@ def _refusal(config: ServerConfig) -> str | None:
         )
     if config.branch_ttl <= 0:
         return "--branch-ttl must be positive"
+    if config.log_format not in LOG_FORMATS:
+        return f"--log-format must be one of {', '.join(LOG_FORMATS)}"
     if config.principals is not None and config.token_file is not None:
         return "give --principals or --token-file, not both"
     if config.console_preview and not config.console:
@@ -231,6 +237,7 @@ _KINDS = {
     "state_schema": "text",
     "workers": "whole",
     "access_log": "flag",
+    "log_format": "text",
     "console": "flag",
     "console_preview": "flag",
     "env": "text",

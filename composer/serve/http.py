@@ -6,7 +6,8 @@ HTTP at ``/mcp``. Every answer is JSON, errors too (``422`` bad body, ``401`` no
 ``403`` a bound metadata key stated otherwise, ``409`` a writeback for a branch the server does
 not know, ``404``, ``405``, ``413`` too large, ``415`` not JSON, ``429`` too many, ``503`` the
 state store down, ``500`` without a traceback).
-Middleware, outermost first: the access log (when asked), the request guard (no foreign Host
+Middleware, outermost first: the request's span (with traces), the access log (when asked),
+the request guard (no foreign Host
 on loopback, no foreign Origin), the rate limits for all clients and per client, the bearer
 token, which names the request's principal, the rate limit per principal, then JSON bodies
 only (after the token: a wrong token is a ``401`` whatever its body's type). The rate limits
@@ -35,7 +36,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Scope
 
 from composer.errors import RequestRefused
-from composer.serve.access import AccessLog
+from composer.serve.access import TURN_ID_KEY, AccessLog
 from composer.serve.auth import BearerAuth, is_loopback, principal_of
 from composer.serve.guard import JsonBodies, RequestGuard
 from composer.serve.limits import read_body
@@ -51,6 +52,7 @@ from composer.serve.principals import Principals
 from composer.serve.rates import RateLimit
 from composer.serve.responses import JsonResponse, error_response
 from composer.serve.service import ContextService
+from composer.serve.telemetry import flush_traces
 
 __all__ = ["CLOSE_S", "OPEN_PATHS", "ServeOptions", "create_app"]
 
@@ -85,9 +87,11 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
         if isinstance(parsed, Response):
             return parsed
         try:
-            return JsonResponse(await service.turn(parsed, principal_of(request.scope)))
+            answer = await service.turn(parsed, principal_of(request.scope))
         except RequestRefused as e:
             return error_response(e.status, e.kind, str(e))
+        request.scope[TURN_ID_KEY] = (answer.get("report") or {}).get("turn_id")
+        return JsonResponse(answer)
 
     async def writeback(request: Request) -> Response:
         branch_id = request.path_params["branch_id"]
@@ -145,7 +149,9 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_callback(_close, service)  # last: after the MCP sessions ended
+            if options.traces:  # last of all: the spans of every turn have ended
+                stack.push_async_callback(flush_traces)
+            stack.push_async_callback(_close, service)  # after the MCP sessions ended
             if session_manager is not None:
                 await stack.enter_async_context(session_manager.run())
             warming = asyncio.create_task(service.run_background())
@@ -156,8 +162,12 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
                 await asyncio.gather(warming, return_exceptions=True)
 
     middleware: list[Middleware] = []
+    if options.traces:
+        from composer.serve.spans import RequestSpans
+
+        middleware.append(Middleware(RequestSpans, routes=routes))
     if options.access_log:
-        middleware.append(Middleware(AccessLog))
+        middleware.append(Middleware(AccessLog, routes=routes))
     loopback = is_loopback(options.host)
     middleware.append(Middleware(RequestGuard, loopback=loopback, open_paths=OPEN_PATHS))
     limited = options.rate > 0

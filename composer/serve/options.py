@@ -39,6 +39,9 @@ class ServeOptions:
     """The address listened on: the MCP transport's DNS-rebinding guard depends on it."""
     access_log: bool = False
     """Log one line per request with its principal (``composer.serve.access``)."""
+    traces: bool = False
+    """Record a span of each request, the parent of its turn's (``composer.serve.spans``),
+    and flush this process's spans on shutdown (``composer.serve.telemetry``)."""
     console: BaseRoute | None = None
     """The web console's routes (``composer serve --console``), mounted at
     ``CONSOLE_PREFIX``: they authenticate their requests themselves (a bearer header or a

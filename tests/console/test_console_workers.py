@@ -13,8 +13,8 @@ import httpx
 import pytest
 from memory.services import postgres_schema
 from memory.stores_fixtures import postgres_dsn
-from serve.conftest import Server, process_gone, start_serve
-from serve.test_workers import children, manifest
+from serve.conftest import Server, children, process_gone, start_serve
+from serve.test_workers import manifest
 
 from composer.console.sessions import Sessions
 from composer.principal import Principal

@@ -156,3 +156,11 @@ def process_gone(pid: int) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def children(pid: int) -> list[int]:
+    """The process ids of ``pid``'s children (Linux: ``/proc``), its workers."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(word) for word in (task / "children").read_text().split()]
+    return found

@@ -17,7 +17,7 @@ from memory.stores_fixtures import postgres_dsn, redis_url
 from psycopg import sql
 
 from composer.cli.main import main
-from serve.conftest import Server, process_gone, start_serve
+from serve.conftest import Server, children, process_gone, start_serve
 
 __all__ = ["postgres_dsn", "redis_url"]  # the servers' fixtures
 
@@ -94,14 +94,6 @@ def test_readiness_names_the_store_and_a_store_gone_is_a_503(
             assert gone.json()["state"]["error"].endswith("the state store did not answer")
         finally:
             assert server.stop() == 0
-
-
-def children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text()
-        found += [int(word) for word in text.split()]
-    return found
 
 
 def two_workers(tmp_path: Path, redis_url: str, word: str, *extra: str) -> Server:

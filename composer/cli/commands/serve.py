@@ -7,6 +7,7 @@ are declared.
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_manifest_arguments, manifest_from
 from composer.errors import ServeError
 from composer.serve.config import EXTRA_HINT, ServerConfig, install_hint, missing_modules
+from composer.serve.logs import LOG_FORMATS
 
 if TYPE_CHECKING:
     from composer.cli.output import Output
@@ -152,6 +154,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="log every request: address, method, path, status, principal, time",
     )
     parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=_DEFAULT.log_format,
+        help="json: the server's log and the access log as one JSON object a line on stderr "
+        "(time, level, logger, message, and the request's client, method, path, route, "
+        "status, principal, duration_ms, turn_id, trace_id), for a log shipper",
+    )
+    parser.add_argument(
         "--console",
         action="store_true",
         help="also serve a read-only web console at /console: the audit log's turns (each "
@@ -182,32 +192,47 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from composer.cli.logs import log_access_to, log_records_to
     from composer.errors import ComposerError
     from composer.serve import run as serve
+    from composer.serve.logs import event_line
+    from composer.serve.telemetry import masking
+
+    json_lines = args.log_format == "json"
+
+    def failed(message: str) -> None:
+        if json_lines:  # the server's own records are JSON lines: so is why it stopped
+            print(event_line(message, level="error"), file=output.err)
+        else:
+            output.error(f"composer serve: {message}")
 
     try:
         config = ServerConfig(**{name: getattr(args, name) for name in _FIELDS})
     except ServeError as e:
-        output.error(f"composer serve: {e}")
+        failed(str(e))
         return USAGE
     missing = missing_modules(config)
     if missing:
-        output.error(f"composer serve: {', '.join(missing)} not installed: {install_hint(missing)}")
+        failed(f"{', '.join(missing)} not installed: {install_hint(missing)}")
         return FAILURE
     manifest = manifest_from(args, output)
     if manifest is None:
         return FAILURE
+    redact = masking(manifest.redact)  # the OTLP exporter's headers too
 
     def started(listening: Listening) -> None:
-        output.print(f"composer serve: {listening}")
+        if json_lines:
+            print(event_line(str(listening), url=listening.url), file=output.out)
+        else:
+            output.print(f"composer serve: {listening}")
         output.out.flush()
 
     try:
-        with log_records_to(output, manifest.redact, live=True):
-            if config.access_log and not config.mcp_stdio:
-                log_access_to(output, manifest.redact)
+        # JSON lines are written by the server itself (composer.serve.logs), for a program too
+        with nullcontext() if json_lines else log_records_to(output, redact, live=True):
+            if config.access_log and not config.mcp_stdio and not json_lines:
+                log_access_to(output, redact)
             serve(manifest, config, started=started)
     except KeyboardInterrupt:
         return SUCCESS
     except ComposerError as e:
-        output.error(manifest.redact(f"composer serve: {e}"))
+        failed(redact(str(e)))
         return FAILURE
     return SUCCESS
