@@ -87,7 +87,7 @@ class ProviderReport:
 GatherMode = Literal["sequential", "concurrent"]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     provider: Any
     priority: int
@@ -119,7 +119,8 @@ class ContextProviderRegistry:
         self.gather_mode: GatherMode = gather
         self.timeout_s = timeout_s
         self._entries: list[_Entry] = []
-        self._priorities: set[int] = set()  # distinct priorities registered
+        self._first_priority: int | None = None  # the priority registered first
+        self._mixed = False  # whether two entries were registered with different priorities
 
     def register(
         self,
@@ -131,8 +132,11 @@ class ContextProviderRegistry:
     ) -> None:
         """Append one entry (ADR D1): no validation, no duplicate check, no replacement."""
         name = name or getattr(provider, "name", None) or type(provider).__name__
+        if self._first_priority is None:
+            self._first_priority = priority
+        elif priority != self._first_priority:
+            self._mixed = True
         self._entries.append(_Entry(provider, priority, max_tokens, name))
-        self._priorities.add(priority)
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -208,7 +212,7 @@ class ContextProviderRegistry:
 
         by_priority = (  # one priority for all (the common case): the stable sort is a no-op
             successes
-            if len(self._priorities) < 2
+            if not self._mixed
             else sorted(successes, key=lambda item: item[1].priority, reverse=True)
         )
         kept: set[int] = set()
