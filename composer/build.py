@@ -19,7 +19,7 @@ import json
 import logging
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack, cast
 
 from composer._admission import Dedup, ranked_report
@@ -480,11 +480,21 @@ class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):
         """This branch's last ``runtime.report.history`` reports, oldest first (empty when off)."""
         return list(self._history) if self._history is not None else []
 
-    async def gather(self, branch: BranchLike, instruction: InstructionLike) -> ProviderReport:
-        """ADR-0008's gather; the turn handed to the observer when the manifest asks for one."""
-        observer = self.observer
-        if observer is None:
-            return await super().gather(branch, instruction)
+    def gather(
+        self, branch: BranchLike, instruction: InstructionLike
+    ) -> Coroutine[Any, Any, ProviderReport]:
+        """ADR-0008's gather; the turn handed to the observer when the manifest asks for one.
+
+        Without an observer this is the ADR registry's own coroutine, not one awaiting it:
+        a turn of small static providers costs a few microseconds, and a frame is one of them.
+        """
+        if self.observer is None:
+            return super().gather(branch, instruction)
+        return self._observed(branch, instruction, self.observer)
+
+    async def _observed(
+        self, branch: BranchLike, instruction: InstructionLike, observer: TurnObserver
+    ) -> ProviderReport:
         report = await observer.observe(
             super().gather, branch, instruction, self.managed, self.gather_mode == "sequential"
         )
