@@ -195,7 +195,10 @@ class _Locatable:
         Every branch built from one manifest compiles the same located values, so the copy
         for each place is made once and handed to all of them (no copy per branch).
         """
-        where = source.where if isinstance(source, Located) else None
+        # ``Located`` by its attribute: a Protocol's isinstance took most of an attach
+        where = getattr(source, "where", None)
+        if not isinstance(where, str):
+            where = None
         key = (type(source), where)  # a secret's copy stays one (its repr is masked)
         located = self._located
         if located is None:
