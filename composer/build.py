@@ -17,8 +17,9 @@ import functools
 import hashlib
 import json
 import logging
+import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack, cast
 
 from composer._admission import Dedup, ranked_report
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EngineParts",
+    "EnginePlan",
     "ManagedProvider",
     "ManifestRegistry",
     "WritebackResult",
@@ -115,6 +117,65 @@ class EngineParts(TypedDict, total=False):
     operation: str | None
 
 
+class EnginePlan:
+    """What the engine wraps around one manifest entry, the same on every branch: its config,
+    the compiled ``when``, cache key and ``wrap``, its cache and scope, its ``on_failure``
+    notice. Made once per loaded manifest (``build_registry``) and shared by the
+    ``ManagedProvider`` of that entry on every branch, so a branch holds none of it.
+    """
+
+    __slots__ = (
+        "_constant",
+        "cache",
+        "cache_key",
+        "config",
+        "name",
+        "notice",
+        "operation",
+        "plain",
+        "scope",
+        "when",
+        "wrap",
+    )
+
+    def __init__(self, config: ProviderConfig, **parts: Unpack[EngineParts]) -> None:
+        self.config = config
+        self.name = config.name
+        self.operation = parts.get("operation")
+        self.cache = parts.get("cache") if config.cache is not None else None
+        self.scope = parts.get("scope")
+        wrap = parts.get("wrap")
+        self.when: CompiledExpression | None = (
+            compile_expression(config.when) if config.when else None
+        )
+        self.cache_key = (
+            compile_template(config.cache.key) if config.cache and config.cache.key else None
+        )
+        self.wrap = compile_template(wrap, WRAP_NAMES) if wrap else None
+        self.notice = config.on_failure.notice if config.on_failure is not None else None
+        self.plain = (
+            self.cache is None
+            and self.wrap is None
+            and config.timeout_s is None
+            and self.notice is None
+        )
+        """No option applies: the provider's own answer, checked, is the block."""
+        self._constant: tuple[str, str] | None = None  # (as the provider gave it, plain str)
+
+    def constant(self, text: str) -> str:
+        """A located constant text (a str subclass) as one plain str, made once for the
+        entry, so that every branch returns the same object and its count is a lookup, not a
+        copy and a hash of the whole text; a Secret is kept as given (masked in reprs)."""
+        if type(text) is str or isinstance(text, Secret):
+            return text
+        known = self._constant
+        if known is not None and known[0] is text:
+            return known[1]
+        plain = str.__str__(text)
+        self._constant = (text, plain)
+        return plain
+
+
 class ManagedProvider:
     """One provider as the engine runs it: what every provider shares, applied around it.
 
@@ -122,59 +183,72 @@ class ManagedProvider:
     served without a call), the provider's own ``timeout_s``, the protocol check of what it
     returned, then the ``wrap`` around its block. Each is off unless the manifest asks.
     ``operation`` is its type's GenAI operation (``ProviderType.operation``), for its spans.
+
+    What it wraps around the provider is its entry's ``EnginePlan``, shared by every branch
+    (``plan``; made here when none is given); a branch's own part is the provider and what
+    it says of itself (its hooks, its constant text).
     """
 
+    __slots__ = ("_constant_text", "hooks", "plan", "provider")
+
     def __init__(
-        self, provider: ContextProvider, config: ProviderConfig, **parts: Unpack[EngineParts]
+        self,
+        provider: ContextProvider,
+        config: ProviderConfig,
+        *,
+        plan: EnginePlan | None = None,
+        **parts: Unpack[EngineParts],
     ) -> None:
+        if plan is None or plan.config is not config:
+            plan = EnginePlan(config, **parts)
         self.provider = provider
-        self.config = config
-        self.name = config.name
-        self.operation = parts.get("operation")
+        self.plan = plan
         self.hooks = declared_hooks(type(provider))
-        self.cache = parts.get("cache") if config.cache is not None else None
-        self.scope = parts.get("scope")
-        wrap = parts.get("wrap")
-        self._when: CompiledExpression | None = (
-            compile_expression(config.when) if config.when else None
-        )
-        self._cache_key = (
-            compile_template(config.cache.key) if config.cache and config.cache.key else None
-        )
-        self._wrap = compile_template(wrap, WRAP_NAMES) if wrap else None
-        self.wrapped = self._wrap is not None
+        constant = cast(Constant, provider).constant_text() if Constant in self.hooks else None
+        self._constant_text = None if constant is None else plan.constant(constant)
+
+    @property
+    def stable(self) -> bool:
+        """Its block cannot change between turns: the manifest says so, or it is a fixed text
+        (no wrap: a wrap's nonce changes every turn). ``stable_prefix`` folds these only."""
+        plan = self.plan
+        stable = plan.config.stable
+        if stable is not None:
+            return stable
+        return self._constant_text is not None and plan.wrap is None
+
+    @property
+    def config(self) -> ProviderConfig:
+        return self.plan.config
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def operation(self) -> str | None:
+        return self.plan.operation
+
+    @property
+    def cache(self) -> ContextCache | None:
+        return self.plan.cache
+
+    @property
+    def scope(self) -> KeyScope | None:
+        return self.plan.scope
+
+    @property
+    def wrapped(self) -> bool:
         """Whether a ``wrap`` (its own or ``runtime.wrap``) labels its block."""
-        self._notice = config.on_failure.notice if config.on_failure is not None else None
-        self._plain = (
-            self.cache is None
-            and self._wrap is None
-            and config.timeout_s is None
-            and self._notice is None
-        )
-        self._constant = (
-            cast(Constant, provider).constant_text() if Constant in self.hooks else None
-        )
-        # A located text (a str subclass) as a plain str once, so that every turn returns the
-        # same object and its count is a lookup, not a copy and a hash of the whole text; a
-        # Secret is kept as given (masked in reprs) and copied per turn.
-        constant = self._constant
-        if constant is not None and type(constant) is not str and not isinstance(constant, Secret):
-            constant = str.__str__(constant)
-        self._constant_text = constant
-        # Its block cannot change between turns: the manifest says so, or it is a fixed text
-        # (no wrap: a wrap's nonce changes every turn). ``stable_prefix`` folds these only.
-        self.stable = (
-            config.stable
-            if config.stable is not None
-            else self._constant is not None and self._wrap is None
-        )
+        return self.plan.wrap is not None
 
     def guard(self, branch: BranchLike, instruction: InstructionLike) -> bool:
         """The value of ``when`` this turn (True when there is none); raises TemplateError."""
-        if self._when is None:
+        when = self.plan.when
+        if when is None:
             return True
         context = template_context(branch, instruction, provider=self.name)
-        return bool(self._when.evaluate(context))
+        return bool(when.evaluate(context))
 
     async def provide(self, branch: BranchLike, instruction: InstructionLike) -> str | None:
         """None without calling the provider when ``when`` is false (no report row, ADR D2).
@@ -184,10 +258,11 @@ class ManagedProvider:
         failed row instead of a turn taken down when the registry counts or renders it (which
         ADR D2 leaves uncontained for bare registries). The value is never converted or shown.
         """
-        if self._when is not None and not self.guard(branch, instruction):
+        plan = self.plan
+        if plan.when is not None and not self.guard(branch, instruction):
             note(self, "guarded")
             return None
-        if self._plain:  # no option applies: the provider's own answer, checked
+        if plan.plain:  # no option applies: the provider's own answer, checked
             constant = self._constant_text
             if constant is not None:  # a Secret, kept as given, stays masked in reprs
                 return constant if type(constant) is str else str.__str__(constant)
@@ -210,14 +285,14 @@ class ManagedProvider:
         return self._wrapped(result)
 
     async def _call(self, branch: BranchLike, instruction: InstructionLike) -> str | None:
-        if self._notice is None:
+        if self.plan.notice is None:
             return await self._called(branch, instruction)
         try:
             return await self._called(branch, instruction)
         except Exception as e:  # its notice instead; the registry records how it failed
             logger.warning("context provider %r failed; its notice stands in", self.name)
             note_degraded(self, e)
-            return str.__str__(self._notice)
+            return str.__str__(self.plan.notice)
 
     async def _called(self, branch: BranchLike, instruction: InstructionLike) -> str | None:
         timeout = self.config.timeout_s
@@ -255,9 +330,9 @@ class ManagedProvider:
         """
         scope = self.scope
         request: list[Any]
-        if self._cache_key is not None:
+        if self.plan.cache_key is not None:
             context = template_context(branch, instruction, provider=self.name)
-            request = [self._cache_key.render(context)]
+            request = [self.plan.cache_key.render(context)]
         else:
             own: Any
             if CacheKey in self.hooks:
@@ -283,13 +358,13 @@ class ManagedProvider:
 
     def _wrapped(self, text: str | None) -> str | None:
         """The block inside the manifest's ``wrap``; the turn's nonce cannot appear in it."""
-        if self._wrap is None or not text:
+        if self.plan.wrap is None or not text:
             return text
         turn = current_turn()
         nonce = turn.nonce if turn is not None else Turn().nonce
         provider = {"name": self.name, "type": self.config.type, "priority": self.config.priority}
         clean = text.replace(nonce, "")
-        return self._wrap.render({"provider": provider, "text": clean, "nonce": nonce})
+        return self.plan.wrap.render({"provider": provider, "text": clean, "nonce": nonce})
 
     async def warm_up(self, progress: Progress | None = None) -> Any:
         """The provider's own warm-up, if it declared one (its result, else None)."""
@@ -307,6 +382,8 @@ class ManagedProvider:
 
 class _ManagedWriteback(ManagedProvider):
     """A managed provider that declared ``writeback``: only these get the ADR D7 call."""
+
+    __slots__ = ()
 
     async def writeback(self, branch: BranchLike, action_responses: list[Any]) -> Any:
         return await cast(Writeback, self.provider).writeback(branch, action_responses)
@@ -326,11 +403,16 @@ def declared_hooks(cls: type) -> frozenset[type]:
 
 
 def manage(
-    provider: ContextProvider, config: ProviderConfig, **parts: Unpack[EngineParts]
+    provider: ContextProvider,
+    config: ProviderConfig,
+    *,
+    plan: EnginePlan | None = None,
+    **parts: Unpack[EngineParts],
 ) -> ManagedProvider:
-    """``provider`` wrapped with what the engine owns; its hooks are looked up here."""
+    """``provider`` wrapped with what the engine owns (``plan``, the entry's shared plan,
+    else one made from ``parts``); its hooks are looked up here."""
     cls = _ManagedWriteback if Writeback in declared_hooks(type(provider)) else ManagedProvider
-    return cls(provider, config, **parts)
+    return cls(provider, config, plan=plan, **parts)
 
 
 class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):
@@ -378,15 +460,14 @@ class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):
         self._ranks = dedup is not None or fill
         self.placement = placement
         """``adr`` (ADR-0008 D4) or ``stable_prefix``, which ``prepare_turn`` reads."""
-        self.stable_names = frozenset(p.name for p in managed if p.stable)
+        self.stable_names = _interned(frozenset(p.name for p in managed if p.stable))
         """The providers whose blocks ``stable_prefix`` keeps in the system fold."""
-        self.wrapped_names = frozenset(p.name for p in managed if p.wrapped)
+        self.wrapped_names = _interned(frozenset(p.name for p in managed if p.wrapped))
         """The providers whose blocks their ``wrap`` labels (``stable_prefix`` does not)."""
         self._redact = redact
         self.observer = observer
-        self._history: deque[ProviderReport] = deque(
-            maxlen=observer.history if observer is not None else 0
-        )
+        self._history: deque[ProviderReport] | None = None
+        """Made on the first report it keeps: a branch that keeps none has none."""
         for provider in managed:
             self.register(
                 provider,
@@ -398,17 +479,31 @@ class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):
     @property
     def history(self) -> list[ProviderReport]:
         """This branch's last ``runtime.report.history`` reports, oldest first (empty when off)."""
-        return list(self._history)
+        return list(self._history) if self._history is not None else []
 
-    async def gather(self, branch: BranchLike, instruction: InstructionLike) -> ProviderReport:
-        """ADR-0008's gather; the turn handed to the observer when the manifest asks for one."""
-        observer = self.observer
-        if observer is None:
-            return await super().gather(branch, instruction)
+    def gather(
+        self, branch: BranchLike, instruction: InstructionLike
+    ) -> Coroutine[Any, Any, ProviderReport]:
+        """ADR-0008's gather; the turn handed to the observer when the manifest asks for one.
+
+        Without an observer this is the ADR registry's own coroutine, not one awaiting it:
+        a turn of small static providers costs a few microseconds, and a frame is one of them.
+        """
+        if self.observer is None:
+            return super().gather(branch, instruction)
+        return self._observed(branch, instruction, self.observer)
+
+    async def _observed(
+        self, branch: BranchLike, instruction: InstructionLike, observer: TurnObserver
+    ) -> ProviderReport:
         report = await observer.observe(
             super().gather, branch, instruction, self.managed, self.gather_mode == "sequential"
         )
-        self._history.append(report)  # maxlen 0 keeps none
+        if observer.history:
+            history = self._history
+            if history is None:
+                history = self._history = deque(maxlen=observer.history)
+            history.append(report)
         return report
 
     def _new_turn(self) -> Turn:
@@ -510,6 +605,14 @@ class ManifestRegistry(ContextProviderRegistry, AsyncCloseable):
             raise first
 
 
+_NAMES: weakref.WeakValueDictionary[frozenset[str], frozenset[str]] = weakref.WeakValueDictionary()
+
+
+def _interned(names: frozenset[str]) -> frozenset[str]:
+    """One set of names shared by every registry that has the same (branches of a manifest)."""
+    return _NAMES.setdefault(names, names)
+
+
 def build_registry(manifest: Manifest, *, types: ProviderTypes | None = None) -> ManifestRegistry:
     """A new registry with the manifest's enabled providers, in declaration order.
 
@@ -546,14 +649,7 @@ def _built(
     ptype = catalog.get(config.type)
     provider = ptype.factory(config, context)
     try:
-        return manage(
-            provider,
-            config,
-            cache=_cache_of(config, context),
-            wrap=config.wrap or context.manifest.runtime.wrap,
-            scope=_scope_of(config, context),
-            operation=ptype.operation,
-        )
+        return manage(provider, config, plan=_plan_of(config, context, ptype.operation))
     except PluginError as e:
         origin = context.manifest.origin("providers", config.name)
         where = f"{origin.location}: " if origin is not None else ""
@@ -561,6 +657,22 @@ def _built(
             context.manifest.redact(f"{where}provider {config.name!r} (type {config.type}): {e}"),
             entry_point=e.entry_point,
         ) from e
+
+
+def _plan_of(config: ProviderConfig, context: BuildContext, operation: str | None) -> EnginePlan:
+    """The entry's ``EnginePlan``, made once per loaded manifest and shared by its branches."""
+
+    def make() -> EnginePlan:
+        return EnginePlan(
+            config,
+            cache=_cache_of(config, context),
+            wrap=config.wrap or context.manifest.runtime.wrap,
+            scope=_scope_of(config, context),
+            operation=operation,
+        )
+
+    plan = context.shared(f"composer.build.plan\x1f{config.name}", make)
+    return plan if plan.config is config else make()
 
 
 def _observer_of(context: BuildContext) -> TurnObserver | None:

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from composer.outcomes import CURRENT_TURN, Explanation, Outcome, ProviderOutcome, Turn
 
@@ -53,7 +53,7 @@ class ContextProvider(Protocol):
     async def provide(self, branch: BranchLike, instruction: InstructionLike) -> str | None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProviderReport:
     """Last-turn diagnostics (ADR D5): frozen attributes, mutable lists.
 
@@ -87,7 +87,7 @@ class ProviderReport:
 GatherMode = Literal["sequential", "concurrent"]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     provider: Any
     priority: int
@@ -119,7 +119,8 @@ class ContextProviderRegistry:
         self.gather_mode: GatherMode = gather
         self.timeout_s = timeout_s
         self._entries: list[_Entry] = []
-        self._priorities: set[int] = set()  # distinct priorities registered
+        self._first_priority: int | None = None  # the priority registered first
+        self._mixed = False  # whether two entries were registered with different priorities
 
     def register(
         self,
@@ -131,8 +132,11 @@ class ContextProviderRegistry:
     ) -> None:
         """Append one entry (ADR D1): no validation, no duplicate check, no replacement."""
         name = name or getattr(provider, "name", None) or type(provider).__name__
+        if self._first_priority is None:
+            self._first_priority = priority
+        elif priority != self._first_priority:
+            self._mixed = True
         self._entries.append(_Entry(provider, priority, max_tokens, name))
-        self._priorities.add(priority)
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -160,7 +164,7 @@ class ContextProviderRegistry:
         if not self._entries:
             return ProviderReport()
 
-        count_tokens = _count_tokens()
+        count_tokens, count_short, short = _counters()
 
         turn = self._new_turn()
         token = CURRENT_TURN.set(turn)
@@ -178,82 +182,114 @@ class ContextProviderRegistry:
         fired: list[dict[str, Any]] = []
         skipped: list[str] = []
         failed: list[str] = []
+        degraded: list[dict[str, str]] = []
+        outcomes: list[ProviderOutcome] = []  # one per entry, in registration order
         notes = turn.notes  # empty unless the engine noted a guard or a cache hit
-        outcomes: list[ProviderOutcome | None] = [None] * len(calls)
-        successes: list[tuple[int, _Entry, str, int]] = []
-        for index, entry in enumerate(self._entries):
-            text, error, ms = calls[index]
+        degraded_by = turn.degraded  # empty unless a provider answered with its notice
+        successes: list[int] = []  # entries whose block is in blocks and fired, in order
+        wanted = 0  # the tokens of every success
+        # One pass records every outcome as if every success were admitted (the common case:
+        # they all fit); when they do not, ``_admit`` redoes the blocks and the rows it drops.
+        for index, (entry, (text, error, ms)) in enumerate(zip(self._entries, calls, strict=True)):
             if error is not None:
                 failed.append(entry.name)
                 kind: Outcome = "timeout" if isinstance(error, TimeoutError) else "failed"
-                outcomes[index] = ProviderOutcome(
-                    entry.name,
-                    kind,
-                    duration_ms=ms,
-                    error_type=type(error).__name__,
-                    error=self.describe_error(error),
+                outcomes.append(
+                    ProviderOutcome(
+                        entry.name,
+                        kind,
+                        duration_ms=ms,
+                        error_type=type(error).__name__,
+                        error=self.describe_error(error),
+                    )
                 )
                 continue
             if not text:
                 guarded = notes and notes.get(id(entry.provider)) == "guarded"
                 outcome: Outcome = "guarded" if guarded else "empty"
-                outcomes[index] = ProviderOutcome(entry.name, outcome, None, ms)
+                outcomes.append(
+                    _outcome(ProviderOutcome, (entry.name, outcome, None, ms, None, None))
+                )
                 continue
-            tokens = count_tokens(text)
+            # count_tokens(text), its common case without its frame (composer.tokens)
+            if type(text) is str and len(text) <= short:
+                tokens = count_short(text)
+            else:
+                tokens = count_tokens(text)
             if entry.max_tokens and tokens > entry.max_tokens:
                 skipped.append(entry.name)
-                outcomes[index] = ProviderOutcome(entry.name, "over_max_tokens", tokens, ms)
+                outcomes.append(ProviderOutcome(entry.name, "over_max_tokens", tokens, ms))
                 continue
-            successes.append((index, entry, text, tokens))
-
-        by_priority = (  # one priority for all (the common case): the stable sort is a no-op
-            successes
-            if len(self._priorities) < 2
-            else sorted(successes, key=lambda item: item[1].priority, reverse=True)
-        )
-        kept: set[int] = set()
-        total = 0
-        for index, entry, _text, tokens in by_priority:
-            if total + tokens <= self.budget:
-                total += tokens
-                kept.add(index)
-            else:
-                skipped.append(entry.name)
-
-        degraded: list[dict[str, str]] = []
-        for index, entry, text, tokens in successes:
-            ms = calls[index][2]
-            failure = turn.degraded.get(id(entry.provider)) if turn.degraded else None
+            successes.append(index)
+            wanted += tokens
+            blocks.append(text)
+            fired.append({"provider_name": entry.name, "tokens": tokens})
+            failure = degraded_by.get(id(entry.provider)) if degraded_by else None
             if failure is not None:  # its notice: admitted or not, the outcome says it failed
                 kind, cause = failure
                 reason = self.describe_error(cause)
                 degraded.append({"provider_name": entry.name, "reason": reason})
-                if index in kept:
-                    blocks.append(text)
-                    fired.append({"provider_name": entry.name, "tokens": tokens})
-                outcomes[index] = ProviderOutcome(
-                    entry.name, kind, tokens, ms, type(cause).__name__, reason
+                outcomes.append(
+                    ProviderOutcome(entry.name, kind, tokens, ms, type(cause).__name__, reason)
                 )
                 continue
+            cached = notes and notes.get(id(entry.provider)) == "cached"
+            outcome = "cached" if cached else "fired"
+            outcomes.append(
+                _outcome(ProviderOutcome, (entry.name, outcome, tokens, ms, None, None))
+            )
+
+        budget = self.budget
+        total = wanted
+        if wanted > budget:  # else the greedy pass would admit every success, in any order
+            total = self._admit(successes, budget, skipped, blocks, fired, outcomes, degraded_by)
+        return ProviderReport(
+            blocks, fired, skipped, failed, turn.id, budget, total, outcomes, degraded
+        )
+
+    def _admit(
+        self,
+        successes: list[int],
+        budget: int,
+        skipped: list[str],
+        blocks: list[str],
+        fired: list[dict[str, Any]],
+        outcomes: list[ProviderOutcome],
+        degraded_by: dict[int, Any],
+    ) -> int:
+        """ADR D3's admission when not every success fits: a stable sort by descending
+        priority, greedy ``total + tokens <= budget``, then ``blocks`` and ``fired`` again in
+        registration order. ``successes`` are the entries' indexes, in the order of ``blocks``
+        and ``fired``; a success left out is ``over_budget`` (a notice stays ``failed`` or
+        ``timeout``). The tokens admitted."""
+        entries = self._entries
+        candidates = [
+            (index, entries[index], text, row["tokens"])
+            for index, text, row in zip(successes, blocks, fired, strict=True)
+        ]
+        by_priority = (  # one priority for all (the common case): the stable sort is a no-op
+            candidates
+            if not self._mixed
+            else sorted(candidates, key=lambda item: item[1].priority, reverse=True)
+        )
+        kept: set[int] = set()
+        total = 0
+        for index, entry, _text, tokens in by_priority:
+            if total + tokens <= budget:
+                total += tokens
+                kept.add(index)
+            else:
+                skipped.append(entry.name)
+        blocks.clear()
+        fired.clear()
+        for index, entry, text, tokens in candidates:
             if index in kept:
                 blocks.append(text)
                 fired.append({"provider_name": entry.name, "tokens": tokens})
-                cached = notes and notes.get(id(entry.provider)) == "cached"
-                outcome = "cached" if cached else "fired"
-                outcomes[index] = ProviderOutcome(entry.name, outcome, tokens, ms)
-            else:
+            elif not (degraded_by and id(entry.provider) in degraded_by):
+                ms = outcomes[index].duration_ms
                 outcomes[index] = ProviderOutcome(entry.name, "over_budget", tokens, ms)
-        return ProviderReport(
-            blocks,
-            fired,
-            skipped,
-            failed,
-            turn.id,
-            self.budget,
-            total,
-            cast(Any, outcomes),
-            degraded,
-        )
+        return total
 
     def _new_turn(self) -> Turn:
         """The record of the turn about to be gathered. The ADR's registry asks for nothing
@@ -297,15 +333,19 @@ class ContextProviderRegistry:
             return [await self._call(e, branch, instruction, deadline) for e in self._entries]
         calls: list[Call] = []
         clock = time.perf_counter
+        start = clock()  # one reading a provider: where one call ends, the next begins
         for entry in self._entries:  # the common case, inlined: no coroutine per provider
-            start = clock()
             try:
                 result = await entry.provider.provide(branch, instruction)
             except Exception as error:
                 logger.warning("context provider %r raised; skipping", entry.name, exc_info=True)
-                calls.append((None, error, (clock() - start) * 1000))
+                end = clock()
+                calls.append((None, error, (end - start) * 1000))
+                start = end
                 continue
-            calls.append((result, None, (clock() - start) * 1000))
+            end = clock()
+            calls.append((result, None, (end - start) * 1000))
+            start = end
         return calls
 
     async def _call_concurrently(
@@ -393,15 +433,22 @@ class ContextProviderRegistry:
                 )
 
 
-def _count_tokens() -> Callable[[str], int]:
-    """The tokenizer's counter, imported on the first non-empty gather (ADR D2: an empty
-    registry imports no tokenizer), then kept."""
-    global _COUNT_TOKENS
-    if _COUNT_TOKENS is None:
-        from composer.tokens import count_tokens
-
-        _COUNT_TOKENS = count_tokens
-    return _COUNT_TOKENS
+_outcome = tuple.__new__
+"""``_outcome(ProviderOutcome, (six fields))``: an outcome record as ``ProviderOutcome(...)``
+makes it, without its Python-level ``__new__`` (a third of a small provider's share of the
+gather); used for the rows every turn has, ``fired`` and ``empty``."""
 
 
-_COUNT_TOKENS: Callable[[str], int] | None = None
+def _counters() -> tuple[Callable[[str], int], Callable[[str], int], int]:
+    """The tokenizer's counters (``count_tokens``, ``count_short_text`` and the length it takes),
+    imported on the first non-empty gather (ADR D2: an empty registry imports no tokenizer),
+    then kept."""
+    global _COUNTERS
+    if _COUNTERS is None:
+        from composer.tokens import SHORT_TEXT_CHARS, count_short_text, count_tokens
+
+        _COUNTERS = (count_tokens, count_short_text, SHORT_TEXT_CHARS)
+    return _COUNTERS
+
+
+_COUNTERS: tuple[Callable[[str], int], Callable[[str], int], int] | None = None

@@ -104,7 +104,7 @@ class Branch:
         return f"Branch(name={self.name!r}, id={self.id!r})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PreparedTurn:
     """What the model is sent for one turn.
 
@@ -267,4 +267,4 @@ async def prepare_turn(branch: Branch, instruction: Instruction | str) -> Prepar
     finally:
         branch._context_injection_slot = None
     branch.messages.append(ins)
-    return PreparedTurn(instruction=ins, guidance=guidance, report=report, context=context)
+    return PreparedTurn(ins, guidance, report, context)

@@ -85,6 +85,8 @@ MARKED: dict[str, tuple[str, ...]] = {
     # the audit log in PostgreSQL; its server stopped and restarted under it
     "observe/test_audit_any_line.py": ("services",),
     "observe/test_audit_postgres.py": ("slow", "services"),
+    # a forked child draws turn ids of its own
+    "observe/test_turn_ids.py::test_a_forked_child_draws_its_own_ids": ("slow",),
     # reloads under load, a soak
     "reload/test_reload_reliability.py": ("slow",),
     # one overlay test loads a manifest whose store is PostgreSQL

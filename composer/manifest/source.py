@@ -77,10 +77,17 @@ class SourceStr(str):
 
     @property
     def where(self) -> str:
-        """``field (file:line:col)``: how a run-time failure of this value names it."""
-        location = f"{self.display}:{self.line}:{self.column}"
-        field = self.field
-        return f"{field} ({location})" if field else location
+        """``field (file:line:col)``: how a run-time failure of this value names it.
+
+        Made once per value and kept on it: every branch built from the manifest compiles
+        the same values, so they share this one string rather than each making its own.
+        """
+        known: str | None = self.__dict__.get("_where")
+        if known is None:
+            location = f"{self.display}:{self.line}:{self.column}"
+            field = self.field
+            known = self.__dict__["_where"] = f"{field} ({location})" if field else location
+        return known
 
 
 class Secret(SourceStr):

@@ -469,7 +469,7 @@ class WatchedRegistry:
         self._watcher = watcher
         self._hold = _Hold()
         self._running = 0
-        self._history: deque[ProviderReport] = deque(maxlen=0)
+        self._history: deque[ProviderReport] | None = None  # None while it keeps none
         weakref.finalize(self, watcher._let_go, self._hold)
 
     def _registry(self) -> ManifestRegistry:
@@ -487,8 +487,9 @@ class WatchedRegistry:
         hold.loaded, hold.registry = loaded, fresh
         observer = fresh.observer
         size = observer.history if observer is not None else 0
-        if size != self._history.maxlen:
-            self._history = deque(self._history, maxlen=size)
+        held = self._history
+        if size != (held.maxlen if held is not None else 0):
+            self._history = deque(held or (), maxlen=size) if size else None
         return fresh
 
     def _drop(self) -> None:
@@ -516,7 +517,7 @@ class WatchedRegistry:
     @property
     def history(self) -> list[ProviderReport]:
         """This branch's last reports, oldest first, across reloads (``runtime.report``)."""
-        return list(self._history)
+        return list(self._history) if self._history is not None else []
 
     async def gather(self, branch: BranchLike, instruction: InstructionLike) -> ProviderReport:
         inner = self._registry()
@@ -527,7 +528,8 @@ class WatchedRegistry:
             self._running -= 1
             if not self._running and self._hold.loaded is not self._watcher._current:
                 self._drop()  # a reload came during the turn: let the old manifest go now
-        self._history.append(report)
+        if self._history is not None:
+            self._history.append(report)
         return report
 
     async def gather_writeback(self, branch: BranchLike, action_responses: list[Any]) -> None:

@@ -15,7 +15,7 @@ import copy
 import functools
 import threading
 from collections.abc import Generator, Mapping
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, Self, cast, runtime_checkable
 
 import jinja2
 from jinja2 import nodes
@@ -175,15 +175,53 @@ class _Code:
         return template
 
 
-class CompiledTemplate:
+_LOCATED_COPIES = 256
+"""How many located copies one compiled text keeps (one per place it is written): beyond
+that a copy is made per call, as it was before they were kept."""
+
+
+class _Locatable:
+    """What compiled templates and expressions share: ``at``, the copy that knows where its
+    text was written, made once per place and shared by every caller from there."""
+
+    source: str
+    where: str | None = None
+    _located: dict[tuple[type, str | None], Self] | None = None
+
+    def at(self, source: str) -> Self:
+        """This compiled text as compiled from ``source`` (the same text), which may know
+        where it was written; the compiled code is shared.
+
+        Every branch built from one manifest compiles the same located values, so the copy
+        for each place is made once and handed to all of them (no copy per branch).
+        """
+        # ``Located`` by its attribute: a Protocol's isinstance took most of an attach
+        where = getattr(source, "where", None)
+        if not isinstance(where, str):
+            where = None
+        key = (type(source), where)  # a secret's copy stays one (its repr is masked)
+        located = self._located
+        if located is None:
+            located = self._located = {}
+        known = located.get(key)
+        if known is not None:
+            return known
+        fresh = copy.copy(self)
+        fresh.source = source
+        fresh.where = where
+        fresh._located = None
+        if len(located) < _LOCATED_COPIES:
+            fresh = located.setdefault(key, fresh)
+        return fresh
+
+
+class CompiledTemplate(_Locatable):
     """A template checked at load time; ``render`` turns a context into text, bounded.
 
     ``shapes`` (by name) are checked too: an attribute of one of them that cannot exist is a
     ``TemplateError`` here. ``where`` (set by ``compile_template`` for a located source)
     prefixes every run-time failure.
     """
-
-    where: str | None = None
 
     def __init__(
         self, source: str, names: frozenset[str], *, url: bool = False, shapes: Shapes = ()
@@ -202,14 +240,6 @@ class CompiledTemplate:
         if shapes:
             check_shapes(ast, dict(shapes))
         self._code = _Code(harden(ast, url))
-
-    def at(self, source: str) -> CompiledTemplate:
-        """This template as compiled from ``source`` (the same text), which may know where it
-        was written; the compiled code is shared."""
-        located = copy.copy(self)
-        located.source = source
-        located.where = source.where if isinstance(source, Located) else None
-        return located
 
     def _failed(self, message: str, error: BaseException | None = None) -> TemplateError:
         """A run-time failure, prefixed with where the template was written and its line."""
@@ -251,10 +281,8 @@ class CompiledTemplate:
             raise self._failed(f"template failed: {type(e).__name__}: {e}", e) from e
 
 
-class CompiledExpression:
+class CompiledExpression(_Locatable):
     """A Jinja expression such as a provider's ``when``; ``evaluate`` returns its value."""
-
-    where: str | None = None
 
     def __init__(self, source: str, names: frozenset[str], *, shapes: Shapes = ()) -> None:
         self.source = source
@@ -274,13 +302,6 @@ class CompiledExpression:
         if shapes:
             check_shapes(ast, dict(shapes))
         self._code = _Code(harden(ast))
-
-    def at(self, source: str) -> CompiledExpression:
-        """This expression as compiled from ``source``, which may know where it was written."""
-        located = copy.copy(self)
-        located.source = source
-        located.where = source.where if isinstance(source, Located) else None
-        return located
 
     def evaluate(self, context: Mapping[str, Any], *, limits: RenderLimits | None = None) -> Any:
         try:

@@ -163,7 +163,8 @@ async def test_show_and_diff_name_turns_by_id_or_prefix(
     assert diff.startswith(f"# turn {first} -> turn {second}: ")
     assert "~ deploys: outcome fired -> guarded" in diff
 
-    twin = first[:8] + "f" * 24  # a row whose id starts as the first's does
+    # a row whose id starts as the first's does, for 8 characters only (its 9th differs)
+    twin = first[:8] + ("0" if first[8] == "f" else "f") * 24
     rows(
         postgres_dsn,
         schema,

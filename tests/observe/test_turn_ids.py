@@ -4,6 +4,7 @@ after LOG (``show --turn ID``, the spelling before, still works and warns)."""
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from pathlib import Path
@@ -38,11 +39,18 @@ async def test_the_first_8_characters_of_many_turn_ids_of_one_process_differ(
 def test_a_first_8_characters_already_taken_are_drawn_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Even when chance repeats them: the randomness is forced to repeat here."""
-    drawn = iter(["0123abcd", "e" * 24, "0123abcd", "0123abcd", "4567cdef", "f" * 24])
-    monkeypatch.setattr(secrets, "token_hex", lambda size: next(drawn))
+    """Even when chance repeats them: the randomness (read ahead for many ids at once) is
+    forced to repeat here."""
+    ids = [
+        "0123abcd" + "e" * 24,
+        "0123abcd" + "0" * 24,
+        "0123abcd" + "1" * 24,
+        "4567cdef" + "f" * 24,
+    ]
+    monkeypatch.setattr(secrets, "token_hex", lambda size: "".join(ids))
+    monkeypatch.setattr(outcomes._LEADS, "_pool", "")  # nothing read ahead before the test
     first, second = outcomes.new_turn_id(), outcomes.new_turn_id()
-    assert (first, second) == ("0123abcd" + "e" * 24, "4567cdef" + "f" * 24)
+    assert (first, second) == (ids[0], ids[3])
 
 
 def test_only_the_recent_turns_are_remembered() -> None:
@@ -51,6 +59,22 @@ def test_only_the_recent_turns_are_remembered() -> None:
         outcomes.new_turn_id()
     held = outcomes._LEADS
     assert len(held._held) == len(held._order) == outcomes.RECENT_TURNS
+
+
+def test_a_forked_child_draws_its_own_ids() -> None:
+    """The random characters read ahead stay with the process that read them."""
+    outcomes.new_turn_id()  # the parent has ids read ahead
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe, then leaves
+        os.write(writer, outcomes.new_turn_id().encode())
+        os._exit(0)
+    os.close(writer)
+    os.waitpid(child, 0)
+    with os.fdopen(reader) as pipe:
+        theirs = pipe.read()
+    assert re.fullmatch(r"[0-9a-f]{32}", theirs)
+    assert outcomes.new_turn_id() != theirs  # the parent's next id is not the child's
 
 
 async def _log_of(folder: Path, count: int) -> tuple[str, list[str]]:

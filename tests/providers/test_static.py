@@ -8,7 +8,7 @@ from typing import cast
 import pytest
 
 from builtin_providers.static import StaticConfig, StaticProvider
-from composer.build import manage
+from composer.build import EnginePlan, ManagedProvider, manage
 from composer.errors import TemplateError
 from composer.manifest.loader import load_manifest
 from composer.turn import Branch, Instruction
@@ -65,4 +65,6 @@ async def test_a_secret_constant_stays_masked_in_the_provider(tmp_path: Path) ->
     config = manifest.providers[0]
     managed = manage(StaticProvider(cast(StaticConfig, config)), config)
     assert await managed.provide(Branch("s"), Instruction("a")) == "s3cret-value"
-    assert "s3cret-value" not in repr(vars(managed))
+    held = {slot: getattr(managed, slot) for slot in ManagedProvider.__slots__}
+    plan = {slot: getattr(managed.plan, slot) for slot in EnginePlan.__slots__}
+    assert "s3cret-value" not in repr(held) + repr(plan)

@@ -31,6 +31,7 @@ from memory.services import (
 )
 
 import composer
+from composer.build import EnginePlan, ManagedProvider
 from composer.cli import main
 from composer.cli.logs import log_records_to
 from composer.cli.output import Output
@@ -140,7 +141,10 @@ def test_reprs_and_dumps_hold_no_secret(folder: Path) -> None:
         outputs[f"str({config.name})"] = str(config)
     registry = composer.build_registry(manifest)
     for managed in registry.managed:
-        outputs[f"vars(managed {managed.name})"] = repr(vars(managed))
+        held = {slot: getattr(managed, slot) for slot in ManagedProvider.__slots__}
+        plan = {slot: getattr(managed.plan, slot) for slot in EnginePlan.__slots__}
+        outputs[f"slots(managed {managed.name})"] = repr(held)
+        outputs[f"slots(plan {managed.name})"] = repr(plan)
         outputs[f"vars({managed.name})"] = repr(vars(managed.provider))
         outputs[f"repr({managed.name})"] = repr(managed)
     for where, text in outputs.items():

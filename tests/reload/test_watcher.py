@@ -140,6 +140,29 @@ async def test_a_valid_edit_is_served_and_a_broken_one_keeps_the_last_good(tmp_p
         assert [r.blocks for r in report_history(branch)] == [["one"], ["two"], ["two"], ["four"]]
 
 
+async def test_history_is_kept_only_while_the_manifest_asks_for_it(tmp_path: Path) -> None:
+    """No history structure while the manifest keeps none; one from the reload that asks,
+    and none again (the reports dropped) from the reload that stops asking."""
+    path = write(tmp_path / "m.yaml", static("one").replace("history: 10", "history: 0"))
+    async with composer.ManifestWatcher(path, watch="poll", poll_s=3600) as watcher:
+        branch = composer.Branch("sys\n")
+        registry = watcher.attach(branch)
+        assert await blocks(branch) == ["one"]
+        assert registry._history is None
+        assert report_history(branch) == []
+
+        path.write_text(static("two"))
+        assert await watcher.check()
+        assert await blocks(branch) == ["two"]
+        assert [r.blocks for r in report_history(branch)] == [["two"]]
+
+        path.write_text(static("three").replace("history: 10", "history: 0"))
+        assert await watcher.check()
+        assert await blocks(branch) == ["three"]
+        assert registry._history is None
+        assert report_history(branch) == []
+
+
 async def test_edits_of_an_extended_file_the_env_file_and_a_secret_are_seen(tmp_path: Path) -> None:
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "TOKEN").write_text("s1")
