@@ -79,9 +79,9 @@ CONFIGMAP_BYTES = 1 << 20
 the image or a volume."""
 
 ASSUMED = {"--metrics": 0, "--metrics-port": 1, "--log-format": 1, "--watch": 0}
-"""Options the Deployment passes that issue 35 adds to ``composer serve`` in other branches
-(items 1, 3 and 5), with the values each takes: until the parser has one, it is set aside and
-its test skips saying so; once it has them all, every argument is parsed."""
+"""Options a Deployment may pass before ``composer serve``'s parser has them, with the values
+each takes: one the parser lacks is set aside and its test skips naming it; an option the
+parser has is always parsed, so a usage error in the Deployment fails."""
 
 
 # ------------------------------------------------------------------ rendering
