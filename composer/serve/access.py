@@ -19,11 +19,11 @@ import time
 from collections.abc import Sequence
 
 from starlette.routing import BaseRoute
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from composer.manifest.yamlnodes import printable
 from composer.serve.auth import PRINCIPAL_KEY
-from composer.serve.paths import route_template
+from composer.serve.paths import Answered, route_template
 
 __all__ = ["MAX_FIELD_CHARS", "TURN_ID_KEY", "AccessLog", "cut"]
 
@@ -48,17 +48,10 @@ class AccessLog:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 0
         route = route_template(self.routes, scope)  # now: a mount rewrites the scope
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+        answered = Answered(send, unanswered=0)
         try:
-            await self.app(scope, receive, sending)
+            await self.app(scope, receive, answered)
         finally:
             principal = scope.get(PRINCIPAL_KEY)
             name = getattr(principal, "name", None) or "-"
@@ -75,7 +68,7 @@ class AccessLog:
                 "method": method,
                 "path": path,
                 "route": route,
-                "status": status,
+                "status": answered.status,
                 "principal": None if principal is None else name,
                 "duration_ms": round(ms, 3),
                 "turn_id": scope.get(TURN_ID_KEY),
@@ -86,7 +79,7 @@ class AccessLog:
                 address,
                 method,
                 path,
-                status,
+                answered.status,
                 name,
                 ms,
                 extra=fields,

@@ -6,7 +6,8 @@ the routes match what is below it. The middleware (the open probes, the console'
 authentication, the JSON bodies, the rate limits' exemptions) compare that same path, so a
 mounted server guards itself exactly as one served alone. The access log and the
 request spans name a request by its route's template (``/v1/branches/{branch_id}/writeback``),
-not its path: a name with few values, whatever a client puts in the path.
+not its path: a name with few values, whatever a client puts in the path; they and the
+request metrics read the status it was answered with through one recorder (``Answered``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from starlette.routing import BaseRoute, Match, Mount
-from starlette.types import Scope
+from starlette.types import Message, Scope, Send
 
-__all__ = ["route_path", "route_template"]
+__all__ = ["Answered", "route_path", "route_template"]
 
 
 def route_path(scope: Scope) -> str:
@@ -51,3 +52,19 @@ def _template(route: BaseRoute, scope: Scope, prefix: str) -> str:
     if isinstance(route, Mount):
         return route_template(route.routes, scope, path) or path + "/{path}"
     return path or "/"
+
+
+class Answered:
+    """A ``send`` that passes every message on and keeps the status the answer started with;
+    ``status`` stays what it was made with until then (a request that raised first)."""
+
+    __slots__ = ("_send", "status")
+
+    def __init__(self, send: Send, unanswered: int) -> None:
+        self._send = send
+        self.status = unanswered
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+        await self._send(message)

@@ -29,9 +29,9 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 from starlette.routing import BaseRoute
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from composer.serve.paths import route_path, route_template
+from composer.serve.paths import Answered, route_path, route_template
 
 __all__ = ["METRICS", "UNMATCHED", "HttpMetrics", "RequestMetrics"]
 
@@ -96,20 +96,13 @@ class HttpMetrics:
             if route == path:  # a template without parameters: one entry per such route
                 self._static[path] = route
         method = scope.get("method", "")
-        status = 500  # unless an answer starts: raised before answering
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+        answered = Answered(send, unanswered=500)  # raised before answering: a 500
         try:
-            await self.app(scope, receive, sending)
+            await self.app(scope, receive, answered)
         finally:
             self._metrics.observe(
                 route,
                 method if method in _METHODS else "other",
-                status,
+                answered.status,
                 time.perf_counter() - started,
             )

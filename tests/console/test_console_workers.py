@@ -13,8 +13,7 @@ import httpx
 import pytest
 from memory.services import postgres_schema
 from memory.stores_fixtures import postgres_dsn
-from serve.conftest import Server, children, process_gone, start_serve
-from serve.test_workers import manifest
+from serve.conftest import Server, children, process_gone, rules_manifest, start_serve
 
 from composer.console.sessions import Sessions
 from composer.principal import Principal
@@ -78,7 +77,7 @@ def test_one_login_holds_on_every_worker_and_logout_on_the_worker_that_served_it
     with postgres_schema(postgres_dsn) as schema:
         server = start_serve(
             [
-                str(manifest(tmp_path)),
+                str(rules_manifest(tmp_path)),
                 "--console",
                 "--principals",
                 str(principals),

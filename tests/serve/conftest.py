@@ -27,6 +27,14 @@ CONFIGS = ROOT / "configs"
 PEER = Path(__file__).with_name("mcp_peer.py")
 PYTHON = sys.executable
 STARTUP_S = 60  # a bound that only catches a server that never starts
+RULES = """\
+version: 1
+providers:
+  - name: rules
+    type: static
+    text: "House rules for {{ branch.name }}"
+"""
+"""A manifest whose turns need nothing but the server: one static provider."""
 
 
 @pytest.fixture(autouse=True)
@@ -35,6 +43,18 @@ def metrics_switch_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
     process (``composer.observe.switch``): put back after each test, so that the tests of
     other folders see their manifests' own ``runtime.metrics``."""
     monkeypatch.setattr("composer.observe.switch._always", False)
+
+
+def rules_manifest(folder: Path) -> Path:
+    """``RULES`` written to ``folder/m.yaml``."""
+    path = folder / "m.yaml"
+    path.write_text(RULES)
+    return path
+
+
+def turn_body(branch: str) -> dict[str, object]:
+    """A turn request's body for ``branch`` (named ``ops``)."""
+    return {"branch": {"id": branch, "name": "ops"}, "system": "S\n", "instruction": {"text": "x"}}
 
 
 @dataclass

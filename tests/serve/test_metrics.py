@@ -25,6 +25,10 @@ from composer.cli.main import main
 from composer.errors import ServeError
 from composer.serve import ServerConfig
 from serve.apps import LOOPBACK, configured_app, served
+from serve.conftest import (  # no runtime.metrics: --metrics counts all the same
+    rules_manifest,
+    turn_body,
+)
 
 prometheus_client = pytest.importorskip(
     "prometheus_client", reason="the metrics extra is not installed"
@@ -40,25 +44,8 @@ from composer.serve.metrics import (  # noqa: E402
 
 TOKEN = "metrics-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-MANIFEST = """\
-version: 1
-budget: 100
-providers:
-  - {name: rules, type: static, text: "House rules for {{ branch.name }}"}
-"""
-"""No ``runtime.metrics``: ``--metrics`` counts its turns all the same."""
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def manifest(folder: Path) -> Path:
-    path = folder / "m.yaml"
-    path.write_text(MANIFEST)
-    return path
-
-
-def turn(branch: str) -> dict[str, object]:
-    return {"branch": {"id": branch, "name": "ops"}, "system": "S\n", "instruction": {"text": "x"}}
 
 
 def samples(text: str) -> Samples:
@@ -91,7 +78,7 @@ METRICS = ServerConfig(metrics=True, rate_limit=0)
 @pytest.fixture
 def guarded(tmp_path: Path) -> Iterator[TestClient]:
     """``composer serve m.yaml --metrics --rate-limit 0`` with a token."""
-    with served(manifest(tmp_path), METRICS, env={"COMPOSER_SERVE_TOKEN": TOKEN}) as client:
+    with served(rules_manifest(tmp_path), METRICS, env={"COMPOSER_SERVE_TOKEN": TOKEN}) as client:
         yield client
 
 
@@ -104,7 +91,7 @@ def test_metrics_need_the_token_and_count_turns_the_manifest_does_not_ask_for(
     assert guarded.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
     before = read(guarded)
     for _ in range(3):
-        assert guarded.post("/v1/turns", json=turn("inc-1"), headers=AUTH).status_code == 200
+        assert guarded.post("/v1/turns", json=turn_body("inc-1"), headers=AUTH).status_code == 200
     writeback = {"action_responses": [{"function": "f", "output": "o"}]}
     path = "/v1/branches/inc-1/writeback"
     assert guarded.post(path, json=writeback, headers=AUTH).status_code == 200
@@ -124,7 +111,7 @@ def test_metrics_need_the_token_and_count_turns_the_manifest_does_not_ask_for(
 
 def test_refused_requests_are_counted_with_their_status(guarded: TestClient) -> None:
     before = read(guarded)
-    assert guarded.post("/v1/turns", json=turn("x")).status_code == 401
+    assert guarded.post("/v1/turns", json=turn_body("x")).status_code == 401
     assert guarded.get("/v1/turns", headers=AUTH).status_code == 405
     after = read(guarded)
     requests = "composer_http_requests_total"
@@ -133,14 +120,14 @@ def test_refused_requests_are_counted_with_their_status(guarded: TestClient) -> 
 
 
 def test_without_metrics_there_is_no_metrics_route(tmp_path: Path) -> None:
-    with served(manifest(tmp_path)) as client:
+    with served(rules_manifest(tmp_path)) as client:
         assert client.get("/metrics").status_code == 404
 
 
 def test_a_loopback_server_without_a_token_answers_metrics_as_it_answers_the_api(
     tmp_path: Path,
 ) -> None:
-    with served(manifest(tmp_path), METRICS) as client:
+    with served(rules_manifest(tmp_path), METRICS) as client:
         assert client.get("/metrics").status_code == 200
         foreign = client.get("/metrics", headers={"Host": "rebound.example"})
         assert foreign.status_code == 421  # the same DNS-rebinding guard as /v1/manifest
@@ -189,7 +176,7 @@ def metrics_port(tmp_path: Path) -> Iterator[tuple[TestClient, int]]:
     number of its metrics port (a socket bound, never listened to here: httpx's ASGI
     transport says which port a request came to)."""
     config = ServerConfig(metrics=True, metrics_port=0, rate_limit=0)
-    app = configured_app(manifest(tmp_path), config, env={"COMPOSER_SERVE_TOKEN": TOKEN})
+    app = configured_app(rules_manifest(tmp_path), config, env={"COMPOSER_SERVE_TOKEN": TOKEN})
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = MetricsPort(sock, loopback=True)
@@ -205,7 +192,7 @@ def test_the_metrics_port_serves_metrics_alone_without_a_token(
 ) -> None:
     api, number = metrics_port
     assert api.get("/metrics").status_code == 401  # the API's port keeps its guard
-    assert api.post("/v1/turns", json=turn("p"), headers=AUTH).status_code == 200
+    assert api.post("/v1/turns", json=turn_body("p"), headers=AUTH).status_code == 200
     # the same app, not entered: its lifespan runs once, in the API client
     open_port = TestClient(api.app, base_url=f"http://127.0.0.1:{number}")
     answer = open_port.get("/metrics")
@@ -214,7 +201,7 @@ def test_the_metrics_port_serves_metrics_alone_without_a_token(
     assert ("composer_turns_total", ()) in samples(answer.text)
     for path in ("/v1/manifest", "/healthz", "/metrics/x", "/"):
         assert open_port.get(path, headers=AUTH).status_code == 404
-    refused = open_port.post("/v1/turns", json=turn("p"), headers=AUTH)
+    refused = open_port.post("/v1/turns", json=turn_body("p"), headers=AUTH)
     assert refused.status_code == 404  # nothing of the API, token or not
     assert open_port.post("/metrics", content=b"x" * 10_000).status_code == 405
     assert open_port.get("/metrics", headers={"Host": "rebound.example"}).status_code == 421
@@ -240,7 +227,7 @@ def test_without_prometheus_client_metrics_fail_at_start_naming_the_extra(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if not installed
-    path = manifest(tmp_path)
+    path = rules_manifest(tmp_path)
     assert main(["serve", str(path), "--port", "0", "--metrics"]) == 1
     error = capsys.readouterr().err
     assert "prometheus_client not installed: pip install 'context-composer[metrics]'" in error

@@ -17,36 +17,18 @@ from memory.stores_fixtures import postgres_dsn, redis_url
 from psycopg import sql
 
 from composer.cli.main import main
-from serve.conftest import Server, children, process_gone, start_serve
+from serve.conftest import Server, children, process_gone, rules_manifest, start_serve, turn_body
 
 __all__ = ["postgres_dsn", "redis_url"]  # the servers' fixtures
-
-MANIFEST = """\
-version: 1
-providers:
-  - name: rules
-    type: static
-    text: "House rules for {{ branch.name }}"
-"""
-
-
-def manifest(folder: Path) -> Path:
-    path = folder / "m.yaml"
-    path.write_text(MANIFEST)
-    return path
-
-
-def body(branch: str) -> dict[str, object]:
-    return {"branch": {"id": branch, "name": "ops"}, "system": "S\n", "instruction": {"text": "x"}}
 
 
 def test_workers_without_shared_state_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["serve", str(manifest(tmp_path)), "--port", "0", "--workers", "2"]) == 2
+    assert main(["serve", str(rules_manifest(tmp_path)), "--port", "0", "--workers", "2"]) == 2
     error = capsys.readouterr().err
     assert "--workers above 1 needs --state" in error
-    assert main(["serve", str(manifest(tmp_path)), "--port", "0", "--workers", "0"]) == 2
+    assert main(["serve", str(rules_manifest(tmp_path)), "--port", "0", "--workers", "0"]) == 2
     assert "--workers must be between 1 and 64" in capsys.readouterr().err
 
 
@@ -54,7 +36,7 @@ def test_a_state_store_that_does_not_answer_fails_the_start_without_its_password
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BROKEN_STATE", "postgresql://app:pw-7781-secret@127.0.0.1:1/x")
-    args = ["serve", str(manifest(tmp_path)), "--port", "0", "--state", "${BROKEN_STATE}"]
+    args = ["serve", str(rules_manifest(tmp_path)), "--port", "0", "--state", "${BROKEN_STATE}"]
     assert main(args) == 1
     error = capsys.readouterr().err
     assert "the store did not answer" in error
@@ -74,7 +56,7 @@ def test_readiness_names_the_store_and_a_store_gone_is_a_503(
 ) -> None:
     with postgres_schema(postgres_dsn) as schema:
         server = start_serve(
-            [str(manifest(tmp_path)), "--state", postgres_dsn, "--state-schema", schema]
+            [str(rules_manifest(tmp_path)), "--state", postgres_dsn, "--state-schema", schema]
         )
         try:
             ready = httpx.get(f"{server.url}/readyz", timeout=60)
@@ -83,10 +65,10 @@ def test_readiness_names_the_store_and_a_store_gone_is_a_503(
             assert state["kind"] == "postgres"
             assert state["shared"] is True
             assert state["where"].endswith(f"schema {schema}")
-            assert httpx.post(f"{server.url}/v1/turns", json=body("x"), timeout=60).is_success
+            assert httpx.post(f"{server.url}/v1/turns", json=turn_body("x"), timeout=60).is_success
             with psycopg.connect(postgres_dsn, autocommit=True) as conn:
                 conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-            refused = httpx.post(f"{server.url}/v1/turns", json=body("x"), timeout=60)
+            refused = httpx.post(f"{server.url}/v1/turns", json=turn_body("x"), timeout=60)
             assert refused.status_code == 503
             assert refused.json()["error"]["type"] == "state_unavailable"
             gone = httpx.get(f"{server.url}/readyz", timeout=60)
@@ -98,7 +80,7 @@ def test_readiness_names_the_store_and_a_store_gone_is_a_503(
 
 def two_workers(tmp_path: Path, redis_url: str, word: str, *extra: str) -> Server:
     """``composer serve --workers 2`` over the Redis state under the key word ``word``."""
-    command = [str(manifest(tmp_path)), "--workers", "2", "--state", redis_url]
+    command = [str(rules_manifest(tmp_path)), "--workers", "2", "--state", redis_url]
     return start_serve([*command, "--state-schema", word, *extra])
 
 
@@ -112,7 +94,7 @@ def test_two_workers_on_one_socket_count_one_branch_in_one_place(
         try:
             assert len(workers) == 2
             for _ in range(20):  # a new connection each: the kernel spreads them
-                answer = httpx.post(f"{server.url}/v1/turns", json=body("inc-1"), timeout=60)
+                answer = httpx.post(f"{server.url}/v1/turns", json=turn_body("inc-1"), timeout=60)
                 assert answer.status_code == 200
             import redis
 
