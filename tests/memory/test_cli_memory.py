@@ -88,3 +88,7 @@ def test_a_failing_store_exits_1_without_its_password(capsys: pytest.CaptureFixt
     assert code == 1
     assert "composer memory: memory database postgres 127.0.0.1" in err
     assert "hunter2" not in err
+    retries = [line for line in err.splitlines() if "error connecting" in line]
+    assert len(retries) == 1, err  # the pool's retries, one counted line
+    assert retries[0].startswith("composer: warning: ")
+    assert retries[0].endswith(" times)")

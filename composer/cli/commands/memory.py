@@ -105,10 +105,17 @@ def run(args: argparse.Namespace, output: Output) -> int:
             for store in opened:
                 await store.aclose()
 
+    from composer.cli.logs import log_records_to
+    from composer.manifest import redact
+
+    specs = [getattr(args, name, None) for name in ("store", "source", "target")]
+    passwords = [_password(spec) for spec in specs if spec]
     try:
         import asyncio  # here: --help and --version do not pay for it
 
-        return asyncio.run(act())
+        # a driver's retries (psycopg_pool logs each refused connection): one masked line
+        with log_records_to(output, lambda text: redact(text, [p for p in passwords if p])):
+            return asyncio.run(act())
     except ValueError as e:
         output.error(f"composer memory: {e}")
         _print_failure(args, output, str(e))
@@ -117,6 +124,17 @@ def run(args: argparse.Namespace, output: Output) -> int:
         output.error(f"composer memory: {e}")
         _print_failure(args, output, str(e))
         return FAILURE
+
+
+def _password(spec: str) -> str | None:
+    """The password a store's URL carries, which no line may show."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(spec).password
+    except ValueError:
+        return None
+    return None if password is None else unquote(password)
 
 
 def _print_failure(args: argparse.Namespace, output: Output, error: str) -> None:
