@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -203,30 +202,31 @@ def test_writeback_reaches_the_providers_hooks_and_the_next_turn(tmp_path: Path)
     assert bad.status_code == 422
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def guarded_server() -> Iterator[TestClient]:
-    """A server with a bearer token, a small body limit and a tight rate limit."""
+    """A server with a bearer token, a small body limit and a tight rate limit (a bucket of
+    two requests, refilled at one a second): each test starts with it full."""
     config = ServerConfig(env="dev", max_body_bytes=2000, rate_limit=1)
     with served(CONFIGS, config, env={"COMPOSER_SERVE_TOKEN": "the-token"}) as client:
         yield client
 
 
-def test_without_the_token_a_request_is_refused(guarded_server: TestClient) -> None:
-    url = "/v1/turns"
+def test_without_the_token_a_request_is_refused() -> None:
     cases = [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic the-token"}]
-    for headers in cases:
-        response = guarded_server.post(url, json=TURN, headers=headers)
-        assert response.status_code == 401, headers
-        assert response.json()["error"]["type"] == "unauthorized"
-        assert response.headers["www-authenticate"].startswith("Bearer")
-        time.sleep(1.1)  # stay under the rate limit of this server
-    assert guarded_server.get("/healthz").status_code == 200  # probes are open
+    with served(
+        CONFIGS, ServerConfig(env="dev"), env={"COMPOSER_SERVE_TOKEN": "the-token"}
+    ) as client:
+        for headers in cases:
+            response = client.post("/v1/turns", json=TURN, headers=headers)
+            assert response.status_code == 401, headers
+            assert response.json()["error"]["type"] == "unauthorized"
+            assert response.headers["www-authenticate"].startswith("Bearer")
+        assert client.get("/healthz").status_code == 200  # probes are open
 
 
 def test_with_the_token_a_turn_is_served_and_limits_apply(guarded_server: TestClient) -> None:
     headers = {"Authorization": "Bearer the-token"}
     client = guarded_server
-    time.sleep(2.1)  # a full bucket: two requests
     assert client.post("/v1/turns", json=TURN, headers=headers).status_code == 200
     too_large = client.post("/v1/turns", content=b"x" * 5000, headers={**JSON, **headers})
     limited = client.post("/v1/turns", json=TURN, headers=headers)
