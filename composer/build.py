@@ -48,7 +48,7 @@ from composer.hooks import (
 )
 from composer.manifest.models import WRAP_NAMES, Manifest, ProviderConfig
 from composer.manifest.source import Secret
-from composer.observe.switch import metrics_wanted
+from composer.observe.switch import metrics_wanted, traces_wanted
 from composer.outcomes import (
     CURRENT_TURN,
     EXPLAIN,
@@ -681,7 +681,8 @@ def _observer_of(context: BuildContext) -> TurnObserver | None:
     runtime = context.manifest.runtime
     history = runtime.report.history if runtime.report is not None else 0
     metrics = metrics_wanted(runtime.metrics)
-    if not (history or runtime.audit is not None or runtime.traces or metrics):
+    traces = traces_wanted(runtime.traces)
+    if not (history or runtime.audit is not None or traces or metrics):
         return None
     from composer.observe.observer import TurnObserver
 

@@ -514,7 +514,8 @@ class RuntimeConfig(StrictModel):
         False,
         description=(
             "One OpenTelemetry span per turn and one child per provider (needs the otel extra "
-            "and an SDK configured by the application)."
+            "and an SDK configured by the application; composer serve with OTEL_* variables "
+            "traces every turn whatever this says)."
         ),
     )
     metrics: bool = Field(

@@ -31,7 +31,7 @@ from composer.observe.audit import (
 from composer.observe.audit.base import QueueOptions
 from composer.observe.audit.held import hold
 from composer.observe.record import AuditManifest, LineContext, ProviderInfo, snapshot
-from composer.observe.switch import metrics_wanted
+from composer.observe.switch import metrics_wanted, traces_wanted
 from composer.registry import BranchLike, InstructionLike, ProviderReport
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class TurnObserver:
             sha256=_revision(manifest),
         )
         self.metrics = _metrics() if metrics_wanted(runtime.metrics) else None
-        self.tracer = _tracer(self, path) if runtime.traces else None
+        self.tracer = _tracer(self, path) if traces_wanted(runtime.traces) else None
         self.audit: AuditQueue | None = None
         self.keep_text = False
         if runtime.audit is not None:

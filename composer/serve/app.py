@@ -31,7 +31,7 @@ from composer.errors import ServeError
 from composer.inspect.words import counted
 from composer.manifest import Manifest
 from composer.manifest.settings import load_settings
-from composer.observe.switch import record_metrics_always
+from composer.observe.switch import record_metrics_always, record_traces_always
 from composer.principal import Principal
 from composer.serve.auth import check_bind, load_token
 from composer.serve.config import ServerConfig
@@ -124,6 +124,9 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
     principals file, a located ``ManifestError``) when it cannot start as configured."""
     if config.metrics:
         record_metrics_always()  # whatever runtime.metrics says: /metrics must not be empty
+    traces = not config.mcp_stdio and traced()
+    if traces:
+        record_traces_always()  # whatever runtime.traces says: a request span has its turn
     callers = _callers(config)
     stdio_principal = None
     if config.mcp_stdio and callers.principals is not None:
@@ -153,7 +156,7 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
         burst=max(1, int(config.rate_limit * 2)),
         host=config.host,
         access_log=config.access_log,
-        traces=not config.mcp_stdio and traced(),
+        traces=traces,
         console=_console(config, service, callers) if not config.mcp_stdio else None,
     )
     return Server(config, service, callers, options, stdio_principal)

@@ -31,14 +31,14 @@ def value(name: str, **labels: str) -> float:
 @pytest.fixture
 def switched(monkeypatch: pytest.MonkeyPatch) -> None:
     """The switch on for this test alone (it is the process's for good otherwise)."""
-    monkeypatch.setattr("composer.observe.switch._always", False)
+    monkeypatch.setattr("composer.observe.switch._metrics", False)
     record_metrics_always()
 
 
 async def test_without_the_switch_a_manifest_without_metrics_counts_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("composer.observe.switch._always", False)
+    monkeypatch.setattr("composer.observe.switch._metrics", False)
     assert not metrics_wanted(False)
     manifest = composer.load_manifest(write(tmp_path / "m.yaml", MANIFEST))
     before = value("composer_provider_outcomes_total", provider="sw-rules", outcome="fired")

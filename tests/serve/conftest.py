@@ -38,11 +38,13 @@ providers:
 
 
 @pytest.fixture(autouse=True)
-def metrics_switch_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A server built with ``metrics`` counts every manifest's turns for the rest of its
-    process (``composer.observe.switch``): put back after each test, so that the tests of
-    other folders see their manifests' own ``runtime.metrics``."""
-    monkeypatch.setattr("composer.observe.switch._always", False)
+def switches_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server built with ``metrics`` (or with ``OTEL_*`` asking for traces) counts (traces)
+    every manifest's turns for the rest of its process (``composer.observe.switch``): put
+    back after each test, so that the tests of other folders see their manifests' own
+    ``runtime.metrics`` and ``runtime.traces``."""
+    monkeypatch.setattr("composer.observe.switch._metrics", False)
+    monkeypatch.setattr("composer.observe.switch._traces", False)
 
 
 def rules_manifest(folder: Path) -> Path:

@@ -125,6 +125,26 @@ def test_one_served_turn_arrives_as_one_trace_request_turn_and_providers(
     assert SECRET not in log.read_text()
 
 
+def test_otel_variables_trace_the_turns_of_a_manifest_that_does_not_ask(tmp_path: Path) -> None:
+    """``OTEL_*`` is the operator's switch: no ``runtime.traces`` in the manifest, and each
+    request span still has its turn and providers below it."""
+    path = tmp_path / "m.yaml"
+    path.write_text(MANIFEST.replace("runtime: {traces: true}\n", ""))
+    assert "runtime" not in path.read_text()
+    with http_receiver() as (endpoint, received):
+        server = start_serve([str(path)], env=otel(endpoint))
+        try:
+            assert httpx.post(f"{server.url}/v1/turns", json=body(), timeout=60).is_success
+            spans = received.wait_for(one_turn)
+        finally:
+            assert server.stop() == 0
+    (request,) = [s for s in spans if s.name == "POST /v1/turns"]
+    (turn,) = [s for s in spans if s.name == "gather_context"]
+    assert turn.parent_span_id == request.span_id
+    providers = [s for s in spans if s.parent_span_id == turn.span_id]
+    assert {s.attributes["composer.provider.name"] for s in providers} == {"rules", "runbook"}
+
+
 def test_probes_and_refusals_are_spans_named_by_their_route(
     tmp_path: Path,
 ) -> None:
