@@ -523,9 +523,17 @@ class HttpProvider(Provider[HttpConfig]):
 
 
 def _factory(config: HttpConfig, context: BuildContext) -> HttpProvider:
-    limit = config.request.max_connections
-    key = f"http:pool:{config.request.origin}:{limit}"
-    return HttpProvider(config, pool=context.shared(key, lambda: ClientPool(limit)))
+    """One provider per loaded manifest, which every branch's registry holds: it keeps no
+    state of a branch (its requests are rendered per turn), and its compiled templates,
+    origin and timeout would otherwise be built again for each branch attached."""
+
+    def build() -> HttpProvider:
+        limit = config.request.max_connections
+        key = f"http:pool:{config.request.origin}:{limit}"
+        return HttpProvider(config, pool=context.shared(key, lambda: ClientPool(limit)))
+
+    provider = context.shared(f"http:provider:{config.name}", build)
+    return provider if provider.config is config else build()
 
 
 provider_type = ProviderType(

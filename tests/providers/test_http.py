@@ -321,6 +321,30 @@ async def test_branches_of_one_manifest_share_one_pool_per_origin(server: LocalS
     assert client.is_closed
 
 
+async def test_branches_of_one_manifest_hold_one_provider_that_renders_each_branch(
+    server: LocalServer,
+) -> None:
+    """An attached branch costs no provider of its own (its templates, origin and timeout are
+    the manifest's), and each branch's request is still rendered from that branch."""
+    config = HttpConfig(
+        name="x",
+        request={"url": f"{server.url}/echo", "headers": {"X-Branch": "{{ branch.name }}"}},
+    )
+    manifest = Manifest(version=1, providers=[config])
+    registries = [build_registry(manifest) for _ in range(3)]
+    providers = {id(m.provider) for r in registries for m in r.managed}
+    assert len(providers) == 1
+    try:
+        for name, registry in zip(("ops", "payments"), registries, strict=False):
+            report = await registry.gather(Branch("s", name=name), Instruction("x"))
+            assert [row["provider_name"] for row in report.fired] == ["x"]
+            assert server.requests[-1].headers["X-Branch"] == name
+    finally:
+        for registry in registries:
+            await registry.aclose()
+        await manifest.aclose()
+
+
 async def test_injected_client_is_used_and_left_open(server: LocalServer) -> None:
     async with httpx.AsyncClient(trust_env=False) as client:
         provider = HttpProvider(
