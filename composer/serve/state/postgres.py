@@ -5,9 +5,13 @@ beside the rate limits' ``rate_windows`` (``postgres_rates``), created on first 
 advisory lock (replicas start together). A turn is counted in one statement (``INSERT ... ON
 CONFLICT DO UPDATE ... RETURNING``), so two replicas counting the same branch at once get two
 numbers; a record idle past its TTL counts as gone (a new epoch) before the sweep removes it.
-Times are the database's own clock, never a replica's. Connections are not checked when taken
-from the pool (that would be a third round trip per turn): after the database restarts, the
-request that meets a dead connection answers 503 and the pool replaces it. psycopg 3 and its
+The turns' calls (``begin``, ``finish``) go in batches (``batch``): one statement a round trip,
+the finishes' writes and the begins' counts in it as arrays, prepared by psycopg after its
+fifth use on a connection. Times are the database's own clock, never a replica's. Text and
+jsonb hold no NUL: a NUL in a stored string is escaped (``_text``) and read back as given.
+Connections are not checked when taken from the pool (that would be one more round trip per
+batch): after the database restarts, the request that meets a dead connection answers 503 and
+the pool replaces it. psycopg 3 and its
 pool come from the ``postgres`` extra, imported on first use (``composer._postgres``: a pool
 per event loop).
 """
@@ -58,8 +62,8 @@ _BATCH = f"""
 WITH finished AS (
     UPDATE {{s}}.branches AS b
     SET guidance = f.guidance, report = f.report::jsonb, guided = f.turn
-    FROM unnest(%(f_principal)s::text[], %(f_branch)s::text[], %(f_epoch)s::text[],
-                %(f_turn)s::bigint[], %(f_guidance)s::text[], %(f_report)s::text[])
+    FROM unnest(%(f_principal)b::text[], %(f_branch)b::text[], %(f_epoch)b::text[],
+                %(f_turn)b::bigint[], %(f_guidance)b::text[], %(f_report)b::text[])
          AS f(principal, branch, epoch, turn, guidance, report)
     WHERE b.principal = f.principal AND b.branch_id = f.branch AND b.epoch = f.epoch
       AND b.guided < f.turn
@@ -67,8 +71,8 @@ WITH finished AS (
 )
 INSERT INTO {{s}}.branches AS b (principal, branch_id, name, metadata, epoch, turns, updated_at)
 SELECT n.principal, n.branch, n.name, n.metadata::jsonb, n.epoch, 1, {_NOW}
-FROM unnest(%(b_principal)s::text[], %(b_branch)s::text[], %(b_name)s::text[],
-            %(b_metadata)s::text[], %(b_epoch)s::text[])
+FROM unnest(%(b_principal)b::text[], %(b_branch)b::text[], %(b_name)b::text[],
+            %(b_metadata)b::text[], %(b_epoch)b::text[])
      AS n(principal, branch, name, metadata, epoch)
 ON CONFLICT (principal, branch_id) DO UPDATE SET
     epoch = CASE WHEN b.updated_at < {_NOW} - %(ttl)s THEN EXCLUDED.epoch ELSE b.epoch END,
@@ -224,7 +228,7 @@ class PostgresState(SharedState):
     async def _all(self, statement: str, params: dict[str, Any]) -> list[Any]:
         pool = await self._pool()
         async with pool.connection() as conn:
-            cursor = await conn.execute(self._sql(statement), params)
+            cursor = await conn.execute(self._sql(statement), params, binary=True)
             rows: list[Any] = await cursor.fetchall()
             return rows
 

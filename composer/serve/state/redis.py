@@ -4,7 +4,8 @@ Each branch is one hash, ``{PREFIX}:b:PRINCIPAL/BRANCH``, expiring ``ttl_s`` aft
 turn (Redis ``PEXPIRE``); a sorted set ``{PREFIX}:index`` orders them by last use, so the sweep
 drops the least recently used over ``max_records``. A turn is counted in one script
 (``HINCRBY``, the epoch drawn only when the hash is new), so replicas counting the same
-branch at once get two numbers. The prefix is a hash tag: in a cluster every key of one
+branch at once get two numbers; the turns' calls go in batches (``batch``), one ``EVALSHA`` of
+that script a round trip. The prefix is a hash tag: in a cluster every key of one
 server's state is in one slot, as the scripts need; the rate limits' windows are the
 ``limits`` library's keys under ``{PREFIX}:r:`` (``rate_storage``). The ``redis`` client
 comes from the ``redis`` extra, imported on first use.
