@@ -5,7 +5,7 @@ Redis; and what a hostile turn holds (a NUL, a text no encoding takes) fails no 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -15,6 +15,7 @@ from composer import load_manifest
 from composer.serve.models import TurnRequest
 from composer.serve.service import ContextService
 from composer.serve.state import StateStore, TurnSlot, open_state
+from composer.serve.state.batch import Batcher
 from serve.relay import Relay, relaying
 from serve.stores import postgres_dsn, redis_url, shared_store
 
@@ -143,3 +144,45 @@ async def test_a_served_turn_whose_text_holds_a_nul_is_answered_and_kept(
         assert (record.name, record.metadata) == (HOSTILE, {"team": HOSTILE})
         await service.check_state()
         assert service.state_error is None
+
+
+async def test_a_batch_holds_at_most_its_bound_and_a_key_once() -> None:
+    """Each call answered in order whatever the batches; none bigger than ``max_batch``."""
+    sizes: list[int] = []
+
+    async def send(calls: Sequence[tuple[str, int]]) -> list[int | Exception]:
+        sizes.append(len(calls))
+        assert len({key for key, _ in calls}) == len(calls)  # a key once a batch
+        await asyncio.sleep(0.001)
+        return [number if number != 13 else ValueError("thirteen") for _, number in calls]
+
+    batcher: Batcher[tuple[str, int], int] = Batcher(send, key=lambda call: call[0], max_batch=8)
+
+    async def one(key: str, number: int) -> int | str:
+        try:
+            return await batcher.call((key, number))
+        except ValueError as e:
+            return str(e)
+
+    calls = [(f"k{number % 30}", number) for number in range(60)]
+    answers = await asyncio.gather(*(one(key, number) for key, number in calls))
+    assert answers == [number if number != 13 else "thirteen" for _, number in calls]
+    assert (max(sizes), sum(sizes)) == (8, 60)
+
+
+async def test_a_caller_cancelled_before_its_batch_goes_is_left_out() -> None:
+    sent: list[int] = []
+
+    async def send(calls: Sequence[int]) -> list[int | Exception]:
+        sent.extend(calls)
+        await asyncio.sleep(0.01)
+        return list(calls)
+
+    batcher: Batcher[int, int] = Batcher(send)
+    first = asyncio.ensure_future(batcher.call(1))
+    await asyncio.sleep(0.001)  # the first is out; the next two wait for it
+    waiting = [asyncio.ensure_future(batcher.call(number)) for number in (2, 3)]
+    await asyncio.sleep(0)
+    waiting[0].cancel()
+    assert (await first, await waiting[1]) == (1, 3)
+    assert sent == [1, 3]
