@@ -151,13 +151,13 @@ async def main() -> None:
         f"{args.turns} turns over {BRANCHES} branches, {CONCURRENCY} in flight, "
         f"median of {args.rounds} rounds"
     )
-    print(f"{'store':12}{'CPU ms/turn':>13}{'added':>10}{'  rounds (ms)':<29} round trips a turn")
+    print(f"{'store':12}{'CPU ms/turn':>13}{'added':>10}{'  rounds (ms)':<38} round trips a turn")
     for name, figures in cpu.items():
         median = statistics.median(figures)
         rounds = " ".join(f"{value * 1000:.3f}" for value in figures)
         added = f"{(median - base) * 1000:+.3f}" if name != "in-process" else ""
         trip = f"{trips[name]:.2f} ({lone[name]:.0f} alone)" if name in trips else ""
-        print(f"{name:12}{median * 1000:>13.3f}{added:>10}  {rounds:<27} {trip}")
+        print(f"{name:12}{median * 1000:>13.3f}{added:>10}  {rounds:<36} {trip}")
 
 
 async def lone_trips(url: str, default_port: int, schema: str) -> float:

@@ -2,12 +2,13 @@
 
 Every turn makes two calls to a shared store (``begin`` before its providers, ``finish``
 before its answer), each once a round trip. Under load most of that is the client library's
-own work per call (a pool checkout, a statement, a response to parse), so ``Batcher`` sends
-the calls of a running event loop together: the first goes at once (a lone turn waits for
-nothing), and those made while it is out go as one batch, one round trip and one statement
-or script, when it is back. Each call still gets its own result or error. A batch holds at
-most ``max_batch`` calls, and with ``key`` no two calls of one key (a PostgreSQL statement
-may change a row once): a later call of a key waits for the next batch, in order.
+own work per round trip (a pool checkout, a statement, a send that wakes the store, a
+response to parse), so ``Batcher`` sends the calls of a running event loop together: a call
+goes as soon as the loop is free (a lone turn waits for nothing), and the calls made while a
+batch is out go as the next one, one round trip and one statement or script, when it is
+back. Each call still gets its own result or error. A batch holds at most ``max_batch``
+calls, and with ``key`` no two calls of one key (a PostgreSQL statement may change a row
+once): a later call of a key waits for the next batch, in order.
 """
 
 from __future__ import annotations
