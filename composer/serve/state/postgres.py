@@ -8,7 +8,7 @@ numbers; a record idle past its TTL counts as gone (a new epoch) before the swee
 The turns' calls (``begin``, ``finish``) go in batches (``batch``): one statement a round trip,
 the finishes' writes and the begins' counts in it as JSON records, prepared by psycopg after its
 fifth use on a connection. Times are the database's own clock, never a replica's. Text and
-jsonb hold no NUL: a NUL in a stored string is escaped (``_text``) and read back as given.
+jsonb hold no NUL: a NUL in a stored string is escaped (``_escape``) and read back as given.
 Connections are not checked when taken from the pool (that would be one more round trip per
 batch): after the database restarts, the request that meets a dead connection answers 503 and
 the pool replaces it. psycopg 3 and its
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from composer._postgres import PostgresPools, with_schema
 from composer.errors import ServeError
 from composer.manifest.dsn import mask_url
+from composer.serve.service import mask_strings
 from composer.serve.state.base import BranchRecord, SharedState, TurnSlot, cut
 from composer.serve.state.batch import Batcher
 from composer.serve.state.postgres_rates import CREATE_RATES, EXPIRE_RATES, PostgresRateStorage
@@ -307,21 +308,24 @@ hold no NUL, so a NUL is stored as ``_ESCAPE 0`` and the marker itself doubled."
 _ESCAPED = re.compile(_ESCAPE + "(.)", re.DOTALL)
 
 
-def _text(text: str | None) -> str | None:
+def _escape(text: str) -> str:
     """``text`` as stored: NUL (which PostgreSQL's text cannot hold) escaped."""
-    if text is None or ("\x00" not in text and _ESCAPE not in text):
+    if "\x00" not in text and _ESCAPE not in text:
         return text
     return text.replace(_ESCAPE, _ESCAPE * 2).replace("\x00", _ESCAPE + "0")
 
 
 def _stored_json(records: list[dict[str, Any]], values: tuple[str, ...]) -> str:
-    """``records`` as JSON, the strings in their ``values`` escaped (``_text``) when one holds
+    """``records`` as JSON, the strings in their ``values`` escaped (``_escape``) when one holds
     a NUL (PostgreSQL refuses ``\\u0000`` in text and jsonb) or the escape's marker."""
     dumped = json.dumps(records)
     if "\\u0000" not in dumped and "\\ue000" not in dumped:
         return dumped
     escaped = [
-        {key: _each_string(item, _text) if key in values else item for key, item in record.items()}
+        {
+            key: mask_strings(item, _escape) if key in values else item
+            for key, item in record.items()
+        }
         for record in records
     ]
     return json.dumps(escaped)
@@ -329,21 +333,10 @@ def _stored_json(records: list[dict[str, Any]], values: tuple[str, ...]) -> str:
 
 def _read(value: Any) -> Any:
     """A stored text or jsonb value as it was given: the escapes undone."""
-    return _each_string(value, _unescape)
+    return mask_strings(value, _unescape)
 
 
-def _unescape(text: str | None) -> str | None:
-    if text is None or _ESCAPE not in text:
+def _unescape(text: str) -> str:
+    if _ESCAPE not in text:
         return text
     return _ESCAPED.sub(lambda found: _ESCAPE if found[1] == _ESCAPE else "\x00", text)
-
-
-def _each_string(value: Any, change: Callable[[str], str | None]) -> Any:
-    """``value`` with ``change`` applied to every string in it (keys too)."""
-    if isinstance(value, str):
-        return change(value)
-    if isinstance(value, dict):
-        return {change(key): _each_string(item, change) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_each_string(item, change) for item in value]
-    return value
