@@ -1,7 +1,7 @@
 """``composer serve --workers N --state URL``: served turns a second over shared branch state,
 against one worker with the state in its process.
 
-Run from the repository root:  .venv/bin/python benchmarks/bench_fleet.py [--turns N]
+Run from the repository root:  .venv/bin/python benchmarks/bench_fleet.py [--turns N] [--single]
 
 Each configuration is ``composer serve configs --env dev`` as its own process on 127.0.0.1
 (no token, rate limit off), driven by an httpx client in this process with the turns of
@@ -14,6 +14,8 @@ Each configuration is ``composer serve configs --env dev`` as its own process on
 * the in-process, PostgreSQL and Redis single workers again with the rate limits on (at
   ``--rate-limit 100000``, which admits every turn): what counting them costs a turn (three
   round trips to a shared store: the ceiling, the client, the principal).
+
+``--single`` runs the first three only (what the shared state costs a turn, in a minute).
 
 Reported for each: turns a second, the ratio to the baseline, p50 and p99 latency, and the
 CPU the server's processes used per turn (the database's own CPU is not counted: it runs
@@ -111,6 +113,7 @@ def drop(schema: str, word: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1500)
+    parser.add_argument("--single", action="store_true", help="the single-worker states only")
     args = parser.parse_args()
     turns = requests(args.turns)
     schema = word = f"bench_fleet_{os.getpid()}_{uuid.uuid4().hex[:6]}"
@@ -125,6 +128,8 @@ def main() -> None:
         "1 worker, PostgreSQL, limits": [*postgres, *LIMITED],
         "1 worker, Redis, limits": ["--state", REDIS, "--state-schema", word, *LIMITED],
     }
+    if args.single:
+        runs = dict(list(runs.items())[:3])
     results: dict[str, dict[str, float]] = {}
     try:
         for name, extra in runs.items():
@@ -147,6 +152,8 @@ def main() -> None:
         cpu = (shared["cpu"] - base["cpu"]) * 1000
         print(f"{store} state per turn: {wall:+.2f} ms of wall time, {cpu:+.2f} ms of server CPU")
     for store, unlimited in (("in-process", base), ("PostgreSQL", None), ("Redis", None)):
+        if args.single:
+            break
         plain = unlimited or results[f"1 worker, {store} state"]
         limited = results[f"1 worker, {store}, limits"]
         wall = (1 / limited["rate"] - 1 / plain["rate"]) * 1000

@@ -2,7 +2,8 @@
 
 What a store going away looks like to a server, without stopping the machine's shared
 PostgreSQL or Redis: ``cut()`` closes every relayed connection and, until ``restore()``, closes
-each new one as soon as it is accepted (the store is down); ``restore()`` relays again.
+each new one as soon as it is accepted (the store is down); ``restore()`` relays again. ``exchanges`` counts the round trips: each time a client sends
+after its connection's last bytes went the other way (or first), one more.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Relay:
         self._open: set[socket.socket] = set()
         self._down = False
         self._stopped = False
+        self.exchanges = 0
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -72,13 +74,29 @@ class Relay:
             upstream.settimeout(None)
             with self._lock:
                 self._open.update((client, upstream))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
+            turn = _Turn(self)
+            for source, sink, asks in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=_pump, args=(source, sink, turn, asks), daemon=True).start()
 
 
-def _pump(source: socket.socket, sink: socket.socket) -> None:
+class _Turn:
+    """Whose turn it is on one relayed connection: the client's (asking) or the store's."""
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.asking = False
+
+    def sent(self, asks: bool) -> None:
+        with self.relay._lock:
+            if asks and not self.asking:
+                self.relay.exchanges += 1
+            self.asking = asks
+
+
+def _pump(source: socket.socket, sink: socket.socket, turn: _Turn, asks: bool) -> None:
     try:
         while chunk := source.recv(_CHUNK):
+            turn.sent(asks)
             sink.sendall(chunk)
     except OSError:
         pass

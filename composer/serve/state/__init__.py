@@ -29,6 +29,7 @@ is not found. Records are bounded as the process's counts are: each expires afte
 
 ```
 base.py            the contract (StateStore), a turn's slot, a branch's record, their bounds
+batch.py           Batcher: the calls made while a round trip is out, sent as one in the next
 process.py         ProcessState: counts in the process, the default
 postgres.py        PostgresState: a schema in PostgreSQL (the postgres extra)
 postgres_rates.py  the rate limits' windows beside it, a storage of the limits library

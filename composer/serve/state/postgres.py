@@ -5,9 +5,13 @@ beside the rate limits' ``rate_windows`` (``postgres_rates``), created on first 
 advisory lock (replicas start together). A turn is counted in one statement (``INSERT ... ON
 CONFLICT DO UPDATE ... RETURNING``), so two replicas counting the same branch at once get two
 numbers; a record idle past its TTL counts as gone (a new epoch) before the sweep removes it.
-Times are the database's own clock, never a replica's. Connections are not checked when taken
-from the pool (that would be a third round trip per turn): after the database restarts, the
-request that meets a dead connection answers 503 and the pool replaces it. psycopg 3 and its
+The turns' calls (``begin``, ``finish``) go in batches (``batch``): one statement a round trip,
+the finishes' writes and the begins' counts in it as JSON records, prepared by psycopg after its
+fifth use on a connection. Times are the database's own clock, never a replica's. Text and
+jsonb hold no NUL: a NUL in a stored string is escaped (``_escape``) and read back as given.
+Connections are not checked when taken from the pool (that would be one more round trip per
+batch): after the database restarts, the request that meets a dead connection answers 503 and
+the pool replaces it. psycopg 3 and its
 pool come from the ``postgres`` extra, imported on first use (``composer._postgres``: a pool
 per event loop).
 """
@@ -15,13 +19,18 @@ per event loop).
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import secrets
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from composer._postgres import PostgresPools, with_schema
 from composer.errors import ServeError
 from composer.manifest.dsn import mask_url
+from composer.serve.service import mask_strings
 from composer.serve.state.base import BranchRecord, SharedState, TurnSlot, cut
+from composer.serve.state.batch import Batcher
 from composer.serve.state.postgres_rates import CREATE_RATES, EXPIRE_RATES, PostgresRateStorage
 
 if TYPE_CHECKING:
@@ -50,9 +59,20 @@ _CREATE = (
     CREATE_RATES,
 )
 
-_BEGIN = f"""
+_BATCH = f"""
+WITH finished AS (
+    UPDATE {{s}}.branches AS b
+    SET guidance = f.guidance, report = f.report, guided = f.turn
+    FROM json_to_recordset(%(finishes)s::json)
+         AS f(principal text, branch text, epoch text, turn bigint, guidance text, report jsonb)
+    WHERE b.principal = f.principal AND b.branch_id = f.branch AND b.epoch = f.epoch
+      AND b.guided < f.turn
+    RETURNING 1
+)
 INSERT INTO {{s}}.branches AS b (principal, branch_id, name, metadata, epoch, turns, updated_at)
-VALUES (%(principal)s, %(branch)s, %(name)s, %(metadata)s, %(epoch)s, 1, {_NOW})
+SELECT n.principal, n.branch, n.name, n.metadata, n.epoch, 1, {_NOW}
+FROM json_to_recordset(%(begins)s::json)
+     AS n(principal text, branch text, name text, metadata jsonb, epoch text)
 ON CONFLICT (principal, branch_id) DO UPDATE SET
     epoch = CASE WHEN b.updated_at < {_NOW} - %(ttl)s THEN EXCLUDED.epoch ELSE b.epoch END,
     turns = CASE WHEN b.updated_at < {_NOW} - %(ttl)s THEN 1 ELSE b.turns + 1 END,
@@ -60,14 +80,11 @@ ON CONFLICT (principal, branch_id) DO UPDATE SET
     name = EXCLUDED.name,
     metadata = EXCLUDED.metadata,
     updated_at = EXCLUDED.updated_at
-RETURNING epoch, turns
+RETURNING b.principal, b.branch_id, b.epoch, b.turns
 """
-
-_FINISH = """
-UPDATE {s}.branches SET guidance = %(guidance)s, report = %(report)s, guided = %(count)s
-WHERE principal = %(principal)s AND branch_id = %(branch)s AND epoch = %(epoch)s
-  AND guided < %(count)s
-"""
+"""A batch of calls in one statement: the finishes' writes, then the begins' counts, each a
+JSON array of records (one parameter: dumped in C, where eleven arrays cost psycopg more than
+the round trip). The batch holds a branch once, so the two never meet a row twice."""
 
 _RECALL = f"""
 SELECT principal, branch_id, name, metadata, epoch, turns, guidance, report, updated_at
@@ -113,7 +130,10 @@ class PostgresState(SharedState):
             error=ServeError,
         )
         self._created = False
-        self._composed: dict[str, Any] = {}
+        self._composed: dict[str, str] = {}
+        self._batcher: Batcher[_Call, TurnSlot | None] = Batcher(
+            self._send, key=lambda call: (call.principal, call.branch)
+        )
         self._rates = PostgresRateStorage(self._one)
 
     def __repr__(self) -> str:
@@ -125,19 +145,10 @@ class PostgresState(SharedState):
     async def begin(
         self, principal: str, branch_id: str, name: str | None, metadata: dict[str, Any]
     ) -> TurnSlot:
-        row = await self._one(
-            _BEGIN,
-            {
-                "principal": principal,
-                "branch": branch_id,
-                "name": name,
-                "metadata": _jsonb(metadata),
-                "epoch": secrets.token_hex(4),
-                "ttl": self.ttl_s,
-            },
-        )
-        assert row is not None  # INSERT ... RETURNING always returns the row
-        return TurnSlot(str(row[0]), int(row[1]))
+        call = _Begin(principal, branch_id, name, metadata, secrets.token_hex(4))
+        slot = await self._batcher.call(call)
+        assert slot is not None  # a begin's answer is its slot
+        return slot
 
     async def finish(
         self,
@@ -147,18 +158,8 @@ class PostgresState(SharedState):
         guidance: str | None,
         report: dict[str, Any] | None,
     ) -> None:
-        await self._one(
-            _FINISH,
-            {
-                "principal": principal,
-                "branch": branch_id,
-                "epoch": slot.epoch,
-                "count": slot.count,
-                "guidance": cut(guidance),
-                "report": _jsonb(report) if report is not None else None,
-            },
-            returns=False,
-        )
+        call = _Finish(principal, branch_id, slot.epoch, slot.count, cut(guidance), report)
+        await self._batcher.call(call)
 
     async def recall(self, principal: str, branch_id: str) -> BranchRecord | None:
         row = await self._one(
@@ -169,14 +170,30 @@ class PostgresState(SharedState):
         return BranchRecord(
             principal=row[0],
             branch_id=row[1],
-            name=row[2],
-            metadata=dict(row[3] or {}),
+            name=_read(row[2]),
+            metadata=dict(_read(row[3]) or {}),
             epoch=row[4],
             turns=int(row[5]),
-            guidance=row[6],
-            report=row[7],
+            guidance=_read(row[6]),
+            report=_read(row[7]),
             updated_at=float(row[8]),
         )
+
+    async def _send(self, calls: Sequence[_Call]) -> list[TurnSlot | Exception | None]:
+        """A batch's calls in one statement (``Batcher``). A batch the database refuses for
+        what one call holds is sent again a call at a time, so that only that call fails;
+        one it cannot reach fails every call."""
+        try:
+            rows = await self._all(_BATCH, _batch_params(calls, self.ttl_s))
+        except Exception as e:
+            if len(calls) == 1 or _unreachable(e):
+                raise
+            return [await _alone(self._send, call) for call in calls]
+        slots = {(row[0], row[1]): TurnSlot(str(row[2]), int(row[3])) for row in rows}
+        return [
+            slots[call.principal, call.branch] if isinstance(call, _Begin) else None
+            for call in calls
+        ]
 
     async def check(self) -> None:
         await self._one("SELECT 1 FROM {s}.branches LIMIT 1", {})
@@ -205,11 +222,19 @@ class PostgresState(SharedState):
             cursor = await conn.execute(self._sql(statement), params)
             return await cursor.fetchone() if returns else None
 
-    def _sql(self, statement: str) -> Any:
-        """``statement`` with this store's schema, composed once (a turn runs two)."""
+    async def _all(self, statement: str, params: dict[str, Any]) -> list[Any]:
+        pool = await self._pool()
+        async with pool.connection() as conn:
+            cursor = await conn.execute(self._sql(statement), params, binary=True)
+            rows: list[Any] = await cursor.fetchall()
+            return rows
+
+    def _sql(self, statement: str) -> str:
+        """``statement`` with this store's schema, composed once (every batch runs one)."""
         composed = self._composed.get(statement)
         if composed is None:
-            composed = self._composed[statement] = with_schema(statement, self.schema)
+            text = with_schema(statement, self.schema).as_string(None)
+            composed = self._composed[statement] = text
         return composed
 
     async def _pool(self) -> AsyncConnectionPool[Any]:
@@ -230,7 +255,88 @@ class PostgresState(SharedState):
         self._created = True
 
 
-def _jsonb(value: Any) -> Any:
-    from psycopg.types.json import Jsonb
+class _Begin(NamedTuple):
+    principal: str
+    branch: str
+    name: str | None
+    metadata: dict[str, Any]
+    epoch: str
 
-    return Jsonb(value)
+
+class _Finish(NamedTuple):
+    principal: str
+    branch: str
+    epoch: str
+    turn: int
+    guidance: str | None
+    report: dict[str, Any] | None
+
+
+_Call = _Begin | _Finish
+
+
+def _batch_params(calls: Sequence[_Call], ttl_s: float) -> dict[str, Any]:
+    """``_BATCH``'s parameters: the begins and the finishes, each a JSON array of records."""
+    begins = [call._asdict() for call in calls if isinstance(call, _Begin)]
+    finishes = [call._asdict() for call in calls if isinstance(call, _Finish)]
+    return {
+        "begins": _stored_json(begins, ("name", "metadata")),
+        "finishes": _stored_json(finishes, ("guidance", "report")),
+        "ttl": ttl_s,
+    }
+
+
+async def _alone(
+    send: Callable[[Sequence[_Call]], Awaitable[list[TurnSlot | Exception | None]]], call: _Call
+) -> TurnSlot | Exception | None:
+    try:
+        return (await send([call]))[0]
+    except Exception as e:
+        return e
+
+
+def _unreachable(error: Exception) -> bool:
+    """Whether ``error`` says the database could not be reached (no call would fare better)."""
+    from psycopg import OperationalError
+
+    return isinstance(error, OperationalError)
+
+
+_ESCAPE = "\ue000"
+"""A private-use character that marks an escape in stored text: PostgreSQL's text and jsonb
+hold no NUL, so a NUL is stored as ``_ESCAPE 0`` and the marker itself doubled."""
+_ESCAPED = re.compile(_ESCAPE + "(.)", re.DOTALL)
+
+
+def _escape(text: str) -> str:
+    """``text`` as stored: NUL (which PostgreSQL's text cannot hold) escaped."""
+    if "\x00" not in text and _ESCAPE not in text:
+        return text
+    return text.replace(_ESCAPE, _ESCAPE * 2).replace("\x00", _ESCAPE + "0")
+
+
+def _stored_json(records: list[dict[str, Any]], values: tuple[str, ...]) -> str:
+    """``records`` as JSON, the strings in their ``values`` escaped (``_escape``) when one holds
+    a NUL (PostgreSQL refuses ``\\u0000`` in text and jsonb) or the escape's marker."""
+    dumped = json.dumps(records)
+    if "\\u0000" not in dumped and "\\ue000" not in dumped:
+        return dumped
+    escaped = [
+        {
+            key: mask_strings(item, _escape) if key in values else item
+            for key, item in record.items()
+        }
+        for record in records
+    ]
+    return json.dumps(escaped)
+
+
+def _read(value: Any) -> Any:
+    """A stored text or jsonb value as it was given: the escapes undone."""
+    return mask_strings(value, _unescape)
+
+
+def _unescape(text: str) -> str:
+    if _ESCAPE not in text:
+        return text
+    return _ESCAPED.sub(lambda found: _ESCAPE if found[1] == _ESCAPE else "\x00", text)

@@ -4,7 +4,8 @@ Each branch is one hash, ``{PREFIX}:b:PRINCIPAL/BRANCH``, expiring ``ttl_s`` aft
 turn (Redis ``PEXPIRE``); a sorted set ``{PREFIX}:index`` orders them by last use, so the sweep
 drops the least recently used over ``max_records``. A turn is counted in one script
 (``HINCRBY``, the epoch drawn only when the hash is new), so replicas counting the same
-branch at once get two numbers. The prefix is a hash tag: in a cluster every key of one
+branch at once get two numbers; the turns' calls go in batches (``batch``), one ``EVALSHA`` of
+that script a round trip. The prefix is a hash tag: in a cluster every key of one
 server's state is in one slot, as the scripts need; the rate limits' windows are the
 ``limits`` library's keys under ``{PREFIX}:r:`` (``rate_storage``). The ``redis`` client
 comes from the ``redis`` extra, imported on first use.
@@ -15,39 +16,55 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from composer.caching.redis import close_loop_client, loop_client
 from composer.errors import ServeError
 from composer.manifest.dsn import mask_url
 from composer.serve.state.base import BranchRecord, SharedState, TurnSlot, cut
+from composer.serve.state.batch import Batcher
 
 if TYPE_CHECKING:
     from limits.aio.storage import RedisStorage
     from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
 
 __all__ = ["RedisState"]
 
-_BEGIN = """
-local key = KEYS[1]
-if redis.call('EXISTS', key) == 0 then
-  redis.call('HSET', key, 'epoch', ARGV[1], 'turns', 0, 'guided', 0, 'principal', ARGV[5])
-end
-local count = redis.call('HINCRBY', key, 'turns', 1)
+_BATCH = """
+local ttl = ARGV[1]
 local now = redis.call('TIME')
-redis.call('HSET', key, 'name', ARGV[2], 'metadata', ARGV[3], 'updated_at', now[1])
-redis.call('PEXPIRE', key, ARGV[4])
-redis.call('ZADD', KEYS[2], now[1] + now[2] / 1000000, ARGV[6])
-return {redis.call('HGET', key, 'epoch'), count}
+local at = now[1] + now[2] / 1000000
+local answers = {}
+local i = 2
+for k = 2, #KEYS do
+  local key = KEYS[k]
+  if ARGV[i] == 'b' then
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('HSET', key, 'epoch', ARGV[i + 1], 'turns', 0, 'guided', 0, 'principal', ARGV[i + 4])
+    end
+    local count = redis.call('HINCRBY', key, 'turns', 1)
+    redis.call('HSET', key, 'name', ARGV[i + 2], 'metadata', ARGV[i + 3], 'updated_at', now[1])
+    redis.call('PEXPIRE', key, ttl)
+    redis.call('ZADD', KEYS[1], at, ARGV[i + 5])
+    answers[k - 1] = {redis.call('HGET', key, 'epoch'), count}
+    i = i + 6
+  else
+    answers[k - 1] = 0
+    if redis.call('HGET', key, 'epoch') == ARGV[i + 1]
+        and tonumber(redis.call('HGET', key, 'guided') or '0') < tonumber(ARGV[i + 2]) then
+      redis.call('HSET', key, 'guided', ARGV[i + 2], 'guidance', ARGV[i + 3], 'report', ARGV[i + 4])
+      answers[k - 1] = 1
+    end
+    i = i + 5
+  end
+end
+return answers
 """
-
-_FINISH = """
-local key = KEYS[1]
-if redis.call('HGET', key, 'epoch') ~= ARGV[1] then return 0 end
-if tonumber(redis.call('HGET', key, 'guided') or '0') >= tonumber(ARGV[2]) then return 0 end
-redis.call('HSET', key, 'guided', ARGV[2], 'guidance', ARGV[3], 'report', ARGV[4])
-return 1
-"""
+"""A batch of calls (``Batcher``) in one script, in order: KEYS the index, then each call's
+branch; ARGV the TTL, then each call's arguments: ``b`` (a begin: the epoch of a new record,
+name, metadata, principal, index member) or ``f`` (a finish: epoch, count, text, report)."""
 
 
 class RedisState(SharedState):
@@ -70,6 +87,8 @@ class RedisState(SharedState):
         # A redis.asyncio client belongs to the event loop it first ran in.
         self._clients: dict[asyncio.AbstractEventLoop, Redis] = {}
         self._rates: dict[Redis, RedisStorage] = {}
+        self._scripts: dict[Redis, AsyncScript] = {}
+        self._batcher: Batcher[tuple[Any, ...], Any] = Batcher(self._send)
 
     def __repr__(self) -> str:
         return f"RedisState({self.describe()!r})"
@@ -83,18 +102,17 @@ class RedisState(SharedState):
     async def begin(
         self, principal: str, branch_id: str, name: str | None, metadata: dict[str, Any]
     ) -> TurnSlot:
-        epoch, count = await self._client().eval(
-            _BEGIN,
-            2,
+        call = (
             self._key(principal, branch_id),
-            f"{self.prefix}:index",
+            "b",
             secrets.token_hex(4),
             json.dumps(name),
             json.dumps(metadata),
-            max(1, round(self.ttl_s * 1000)),
             principal,
             f"{principal}/{branch_id}",
         )
+        answer = await self._batcher.call(call)
+        epoch, count = answer
         return TurnSlot(_text(epoch), int(count))
 
     async def finish(
@@ -105,15 +123,28 @@ class RedisState(SharedState):
         guidance: str | None,
         report: dict[str, Any] | None,
     ) -> None:
-        await self._client().eval(
-            _FINISH,
-            1,
+        call = (
             self._key(principal, branch_id),
+            "f",
             slot.epoch,
             slot.count,
             json.dumps(cut(guidance)),
             json.dumps(report),
         )
+        await self._batcher.call(call)
+
+    async def _send(self, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """A batch's calls in one script, one round trip (``Batcher``)."""
+        client = self._client()
+        script = self._scripts.get(client)
+        if script is None:
+            script = self._scripts[client] = client.register_script(_BATCH)
+        keys = [f"{self.prefix}:index", *(call[0] for call in calls)]
+        args = [max(1, round(self.ttl_s * 1000))]
+        for call in calls:
+            args.extend(call[1:])
+        answers: list[Any] = await script(keys, args, client)
+        return answers
 
     async def recall(self, principal: str, branch_id: str) -> BranchRecord | None:
         raw = await self._client().hgetall(self._key(principal, branch_id))
@@ -168,6 +199,7 @@ class RedisState(SharedState):
         """Close the running loop's client; clients of other loops are dropped."""
         clients, self._clients = self._clients, {}
         self._rates = {}
+        self._scripts = {}
         await close_loop_client(clients)
 
     def _client(self) -> Redis:
