@@ -15,7 +15,7 @@ import bm25s
 import numpy as np
 import pytest
 
-from builtin_providers._bm25 import Counts, Terms, Vocabulary, build_index
+from builtin_providers._bm25 import Counts, TermIds, Terms, Vocabulary, build_index
 from builtin_providers.file_corpus import CorpusIndex, FileCorpusConfig, FileCorpusProvider
 from composer.turn import Branch, Instruction
 
@@ -53,6 +53,21 @@ def test_terms_are_snowball_stems_without_stop_words() -> None:
     ]
     assert Terms("none")("Deployments rolled") == ["deployments", "rolled"]
     assert Terms("french")("déploiements") == ["déploi"]
+
+
+@pytest.mark.parametrize("stemmer", ["english", "none", "french"])
+def test_term_ids_are_the_vocabulary_ids_of_the_terms(stemmer: str) -> None:
+    """A build's ids (each word stemmed once, then looked up) are what stemming every word
+    and encoding the terms gives: same ids, assigned in the same order, stop words dropped."""
+    rng = random.Random(4)
+    words = ["The", "deployments", "deploying", "rolled", "a", "Roll", "déploiements", "x_y"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(50)]
+    terms = Terms(stemmer)
+    expected, vocabulary = Vocabulary(), Vocabulary()
+    term_ids = TermIds(terms, vocabulary)
+    for text in texts:
+        assert term_ids(text).tolist() == expected.encode(terms(text)).tolist()
+    assert vocabulary.ids == expected.ids
 
 
 def test_an_unknown_stemmer_is_a_load_error(tmp_path: Path) -> None:
