@@ -141,31 +141,37 @@ class TermIds:
 
 @dataclass(frozen=True)
 class Counts:
-    """The distinct terms of some documents: one row per (document, term) with its count,
-    documents numbered from 0, and each document's length (its number of terms)."""
+    """The distinct terms of some documents, kept for every file between builds (what makes a
+    refresh incremental), so stored compactly: one row per (document, term), by document then
+    term, with its count in the smallest unsigned type that holds it; per document, how many
+    rows it has (``distinct``) and its length (its number of terms)."""
 
     terms: Ids
-    documents: Ids
-    tf: Ids
-    lengths: npt.NDArray[np.int64]
+    tf: npt.NDArray[np.unsignedinteger[Any]]
+    distinct: Ids
+    lengths: Ids
 
     @classmethod
     def of(cls, documents: Sequence[Ids]) -> Counts:
         """Counted once, when a file is read: a rebuild only concatenates counts."""
-        lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
-        if not lengths.sum():
-            return cls(_NO_IDS, _NO_IDS, _NO_IDS, lengths)
+        lengths = np.fromiter(map(len, documents), dtype=np.int32, count=len(documents))
+        if not lengths.any():
+            return cls(_NO_IDS, _NO_TF, np.zeros(len(documents), dtype=np.int32), lengths)
         terms = np.concatenate(documents).astype(np.int64)
+        width = int(terms.max()) + 1
         rows = np.repeat(np.arange(len(documents), dtype=np.int64), lengths)
-        keys, tf = np.unique(rows * (int(terms.max()) + 1) + terms, return_counts=True)
-        row, term = np.divmod(keys, int(terms.max()) + 1)
-        return cls(term.astype(np.int32), row.astype(np.int32), tf.astype(np.int32), lengths)
+        keys, tf = np.unique(rows * width + terms, return_counts=True)
+        row, term = np.divmod(keys, width)
+        distinct = np.bincount(row, minlength=len(documents)).astype(np.int32)
+        small = tf.astype(np.min_scalar_type(int(tf.max())))
+        return cls(term.astype(np.int32), small, distinct, lengths)
 
     def renumbered(self, new_ids: Ids) -> Counts:
-        return Counts(new_ids[self.terms], self.documents, self.tf, self.lengths)
+        return Counts(new_ids[self.terms], self.tf, self.distinct, self.lengths)
 
 
 _NO_IDS = np.zeros(0, dtype=np.int32)
+_NO_TF = np.zeros(0, dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -192,13 +198,12 @@ def build_index(parts: Sequence[Counts], width: int) -> Bm25Index:
     """bm25s's Lucene BM25 score matrix over the documents of ``parts``, end to end, for the
     vocabulary ids below ``width``. Only numpy passes over the counts: no Python loop per
     document, and sorting and counting release the interpreter lock."""
-    lengths = np.concatenate([p.lengths for p in parts] or [np.zeros(0, dtype=np.int64)])
+    lengths = np.concatenate([p.lengths for p in parts] or [_NO_IDS]).astype(np.int64)
     count = len(lengths)
     if not count or not lengths.sum():
         return Bm25Index(None, width, count, 0)
-    offsets = np.cumsum([0, *(len(p.lengths) for p in parts[:-1])])
+    rows = np.repeat(np.arange(count, dtype=np.int64), np.concatenate([p.distinct for p in parts]))
     terms = np.concatenate([p.terms for p in parts])
-    rows = np.concatenate([p.documents + offset for p, offset in zip(parts, offsets, strict=True)])
     tf = np.concatenate([p.tf for p in parts]).astype(np.float64)
     df = np.bincount(terms, minlength=width)
     # Computed as bm25s computes it: idf in float64 stored as float32, the rest in float64.

@@ -35,7 +35,7 @@ def _markdown() -> MarkdownIt:
     return parser
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Passage:
     """One retrievable unit: its file (relative to the root), its heading path, and text.
 
