@@ -141,49 +141,73 @@ def _sections(path: str, text: str) -> Iterator[tuple[str, str | None, list[str]
         yield title, heading, paragraphs
 
 
-Piece = tuple[str, int]  # text and its exact token count
+Piece = tuple[str, int]  # text and its exact token count, or -1 when not counted
+
+
+def _bound(text: str) -> int:
+    """At least the o200k count of ``text``, without tokenizing: its UTF-8 length (a token is
+    at least one byte). Most paragraphs and sections it decides alone, and counting was a
+    fifth of a corpus build."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _pack(pieces: list[Piece], separator: str, max_tokens: int) -> Iterator[Piece]:
     """Greedy runs of ``pieces`` joined by ``separator``, each estimated within ``max_tokens``.
 
-    A run's count is the sum of its pieces plus the separators: an estimate, exact for a run
-    of one piece; callers re-count runs of several.
+    A run's estimate is the sum of its pieces' counts plus the separators: exact for a run of
+    one piece; callers re-count runs of several. Pieces not counted yet stand for their
+    ``_bound``; they are counted only when the bounds alone would not admit the next piece,
+    so every run is what exact counts make it.
     """
-    run: list[str] = []
-    run_tokens = 0
+    run: list[Piece] = []
+    run_tokens = 0  # the run's estimate, or more while some of its pieces are not counted
     glue = count_tokens(separator) if separator.strip() else 1
     for text, tokens in pieces:
-        if run and run_tokens + glue + tokens <= max_tokens:
-            run.append(text)
-            run_tokens += glue + tokens
-            continue
         if run:
-            yield separator.join(run), run_tokens if len(run) == 1 else -1
-        run, run_tokens = [text], tokens
+            size = tokens if tokens >= 0 else _bound(text)
+            if run_tokens + glue + size > max_tokens and (tokens < 0 or any(n < 0 for _, n in run)):
+                run = [(t, n if n >= 0 else count_tokens(t)) for t, n in run]
+                run_tokens = sum(n for _, n in run) + glue * (len(run) - 1)
+                tokens = size = tokens if tokens >= 0 else count_tokens(text)
+            if run_tokens + glue + size <= max_tokens:
+                run.append((text, tokens))
+                run_tokens += glue + size
+                continue
+            yield _joined(run, separator)
+        run, run_tokens = [(text, tokens)], tokens if tokens >= 0 else _bound(text)
     if run:
-        yield separator.join(run), run_tokens if len(run) == 1 else -1
+        yield _joined(run, separator)
+
+
+def _joined(run: list[Piece], separator: str) -> Piece:
+    if len(run) == 1:
+        return run[0]
+    return separator.join(text for text, _ in run), -1
 
 
 def _split_long(text: str, max_tokens: int, tokens: int = -1) -> Iterator[Piece]:
     """``text`` cut into pieces of at most ``max_tokens``: lines, then words, then characters.
 
-    ``tokens`` is the count of ``text`` when already known (-1: count it).
+    ``tokens`` is the count of ``text`` when already known (-1: not counted; then it is counted
+    only when its ``_bound`` exceeds ``max_tokens``). Pieces come with their count or -1.
     """
-    tokens = count_tokens(text) if tokens < 0 else tokens
+    if tokens < 0:
+        if _bound(text) <= max_tokens:
+            yield text, -1
+            return
+        tokens = count_tokens(text)
     if tokens <= max_tokens:
         yield text, tokens
         return
     for separator, splitter in _SPLITTERS:
-        parts = [(p, count_tokens(p)) for p in splitter(text) if p.strip()]
+        parts = [(p, -1) for p in splitter(text) if p.strip()]
         if len(parts) > 1:
             for packed, packed_tokens in _pack(parts, separator, max_tokens):
                 yield from _split_long(packed, max_tokens, packed_tokens)
             return
     step = max(max_tokens // 4, 1)
     for start in range(0, len(text), step):
-        piece = text[start : start + step]
-        yield piece, count_tokens(piece)
+        yield text[start : start + step], -1
 
 
 _SPLITTERS: tuple[tuple[str, Callable[[str], list[str]]], ...] = (
