@@ -104,3 +104,57 @@ def test_passages_cut_without_counting_are_those_counting_everything_cuts(
     monkeypatch.setattr(_chunking, "_bound", lambda text: 1 << 30)  # count everything
     for (text, chunk_tokens), found in bounded.items():
         assert found == split_passages("a.md", text, chunk_by, chunk_tokens)
+
+
+def test_headings_of_plain_text_are_those_the_parser_finds() -> None:
+    """Text of paragraphs and ATX headings alone is not parsed: its headings are read line by
+    line, and they are exactly those markdown-it-py finds (levels, closing runs, spacing)."""
+    rng = random.Random(12)
+    lines = [
+        "# Title",
+        "## Closed ##",
+        "### Text#",
+        "#hashtag",
+        "####### seven",
+        "   # indented",
+        "# ###",
+        "#",
+        "##   ",
+        "# a \t## ",
+        "#\tTabbed",
+        "###### six ######x",
+        "# a \\#",
+        "Just text",
+        "",
+        "   ",
+        "2 servers",
+        "é # not",
+        "\x0c# formfeed",
+        "# x  #  ",
+        "#  #",
+        "text # trailing ##",
+        "  ## two spaces ##  ",
+        "# ☃ snow ☃ #",
+    ]
+    plain = 0
+    for _ in range(400):
+        source = "\n".join(rng.choices(lines, k=rng.randint(1, 12)))
+        if _chunking._NOT_PLAIN.search(source) is not None:
+            continue
+        plain += 1
+        headings, verbatim = _chunking._parsed_blocks(source)
+        assert _chunking._plain_headings(source.split("\n")) == headings, source
+        assert verbatim == {}
+    assert plain == 400  # none of these lines opens another block
+    for line in (
+        "- item",
+        "> quote",
+        "1. one",
+        "    code",
+        "\tcode",
+        "```",
+        "<div>",
+        "[a]: b",
+        "===",
+    ):
+        assert _chunking._NOT_PLAIN.search(f"Text\n{line}\n# Heading") is not None
