@@ -59,10 +59,10 @@ class Passage:
         return f"{self.heading or self.title}\n{self.text}"
 
 
-Headings = dict[int, tuple[int, str, int]]
+_Headings = dict[int, tuple[int, str, int]]
 
 
-def _blocks(text: str) -> tuple[list[str], Headings, dict[int, int]]:
+def _blocks(text: str) -> tuple[list[str], _Headings, dict[int, int]]:
     """The lines of ``text``, its headings and its code blocks, as CommonMark parses them.
 
     Headings (ATX ``# Title`` and setext ``Title`` over ``===`` or ``---``) map their first
@@ -77,10 +77,10 @@ def _blocks(text: str) -> tuple[list[str], Headings, dict[int, int]]:
     return lines, *_parsed_blocks(source)
 
 
-def _parsed_blocks(source: str) -> tuple[Headings, dict[int, int]]:
+def _parsed_blocks(source: str) -> tuple[_Headings, dict[int, int]]:
     """Headings and code blocks as markdown-it-py finds them."""
     tokens = _markdown().parse(source)
-    headings: Headings = {}
+    headings: _Headings = {}
     verbatim: dict[int, int] = {}
     for i, token in enumerate(tokens):
         if token.map is None:
@@ -101,11 +101,11 @@ _NOT_PLAIN = re.compile(r"^ {0,3}(?:[\t>\-+*_=`~<\[]|\d{1,9}[.)])|^ {4}", re.MUL
 _ATX = re.compile(r" {0,3}(#{1,6})((?:[ \t].*)?)")
 
 
-def _plain_headings(lines: list[str]) -> Headings:
+def _plain_headings(lines: list[str]) -> _Headings:
     """The ATX headings of text that has only paragraphs and ATX headings (no line matches
     ``_NOT_PLAIN``), found as markdown-it-py's heading rule finds them, without parsing the
     text: parsing was a third of a corpus build. A test holds the two equal."""
-    headings: Headings = {}
+    headings: _Headings = {}
     for n, line in enumerate(lines):
         if "#" not in line[:4]:
             continue
@@ -121,7 +121,7 @@ def _plain_headings(lines: list[str]) -> Headings:
     return headings
 
 
-def _title(path: str, headings: Headings) -> str:
+def _title(path: str, headings: _Headings) -> str:
     """A file's title: its first level-1 heading, else its name without the extension."""
     for _, title, level in sorted(headings.values()):
         if level == 1 and title:
