@@ -45,6 +45,7 @@ _K1 = 1.5
 _B = 0.75
 
 Ids = npt.NDArray[np.int32]
+_Small = npt.NDArray[np.unsignedinteger[Any]]
 
 
 class Terms:
@@ -143,11 +144,12 @@ class TermIds:
 class Counts:
     """The distinct terms of some documents, kept for every file between builds (what makes a
     refresh incremental), so stored compactly: one row per (document, term), by document then
-    term, with its count in the smallest unsigned type that holds it; per document, how many
-    rows it has (``distinct``) and its length (its number of terms)."""
+    term, its term id and its count each in the smallest unsigned type that holds the file's
+    largest; per document, how many rows it has (``distinct``) and its length (its number of
+    terms)."""
 
-    terms: Ids
-    tf: npt.NDArray[np.unsignedinteger[Any]]
+    terms: _Small
+    tf: _Small
     distinct: Ids
     lengths: Ids
 
@@ -156,22 +158,26 @@ class Counts:
         """Counted once, when a file is read: a rebuild only concatenates counts."""
         lengths = np.fromiter(map(len, documents), dtype=np.int32, count=len(documents))
         if not lengths.any():
-            return cls(_NO_IDS, _NO_TF, np.zeros(len(documents), dtype=np.int32), lengths)
+            return cls(_NO_TF, _NO_TF, np.zeros(len(documents), dtype=np.int32), lengths)
         terms = np.concatenate(documents).astype(np.int64)
         width = int(terms.max()) + 1
         rows = np.repeat(np.arange(len(documents), dtype=np.int64), lengths)
         keys, tf = np.unique(rows * width + terms, return_counts=True)
         row, term = np.divmod(keys, width)
         distinct = np.bincount(row, minlength=len(documents)).astype(np.int32)
-        small = tf.astype(np.min_scalar_type(int(tf.max())))
-        return cls(term.astype(np.int32), small, distinct, lengths)
+        return cls(_narrowest(term), _narrowest(tf), distinct, lengths)
 
     def renumbered(self, new_ids: Ids) -> Counts:
-        return Counts(new_ids[self.terms], self.tf, self.distinct, self.lengths)
+        return Counts(_narrowest(new_ids[self.terms]), self.tf, self.distinct, self.lengths)
+
+
+def _narrowest(values: npt.NDArray[np.integer[Any]]) -> _Small:
+    """``values`` (not negative) in the smallest unsigned type that holds them all."""
+    return values.astype(np.min_scalar_type(int(values.max()) if len(values) else 0))
 
 
 _NO_IDS = np.zeros(0, dtype=np.int32)
-_NO_TF = np.zeros(0, dtype=np.uint8)
+_NO_TF: _Small = np.zeros(0, dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -203,7 +209,7 @@ def build_index(parts: Sequence[Counts], width: int) -> Bm25Index:
     if not count or not lengths.sum():
         return Bm25Index(None, width, count, 0)
     rows = np.repeat(np.arange(count, dtype=np.int64), np.concatenate([p.distinct for p in parts]))
-    terms = np.concatenate([p.terms for p in parts])
+    terms = np.concatenate([p.terms for p in parts], dtype=np.int64)
     tf = np.concatenate([p.tf for p in parts]).astype(np.float64)
     df = np.bincount(terms, minlength=width)
     # Computed as bm25s computes it: idf in float64 stored as float32, the rest in float64.

@@ -37,6 +37,27 @@ def test_the_index_scores_exactly_as_bm25s_index_does() -> None:
         assert np.array_equal(ours, reference.get_scores(known))
 
 
+def test_counts_of_any_width_score_as_bm25s_does() -> None:
+    """Files' counts keep ids and counts in the narrowest type each file needs (here 8, 16 and
+    32 bits side by side); the matrix built from them is still bm25s's, bit for bit."""
+    rng = random.Random(5)
+    vocabulary = Vocabulary()
+    early = [["a"] * 300] + [[rng.choice(["a", "b", "c"]) for _ in range(30)] for _ in range(20)]
+    middle = [[f"m{rng.randrange(600)}" for _ in range(40)] for _ in range(40)]
+    late = [[rng.choice(["a", "m7", "z1", "z2"]) for _ in range(9)] for _ in range(30)]
+    parts = [Counts.of([vocabulary.encode(d) for d in docs]) for docs in (early, middle)]
+    vocabulary.encode([f"pad{i}" for i in range(70_000)])  # later terms need 32 bits
+    parts.append(Counts.of([vocabulary.encode(d) for d in late]))
+    assert [p.terms.dtype for p in parts] == [np.uint8, np.uint16, np.uint32]
+    assert parts[0].tf.dtype == np.uint16  # a term 300 times in a document
+    index = build_index(parts, len(vocabulary))
+    reference = bm25s.BM25()
+    reference.index(early + middle + late, show_progress=False)
+    for query in (["a"], ["m7", "z1"], ["b", "z2", "m3"]):
+        ours = index.scores(vocabulary.lookup(query)).astype(np.float32)
+        assert np.array_equal(ours, reference.get_scores(query))
+
+
 def test_an_unknown_term_scores_nothing() -> None:
     vocabulary = Vocabulary()
     index = build_index([Counts.of([vocabulary.encode(["alpha", "beta"])])], len(vocabulary))
