@@ -24,7 +24,16 @@ import numpy.typing as npt
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-__all__ = ["STEMMERS", "Bm25Index", "Counts", "Ids", "Terms", "Vocabulary", "build_index"]
+__all__ = [
+    "STEMMERS",
+    "Bm25Index",
+    "Counts",
+    "Ids",
+    "TermIds",
+    "Terms",
+    "Vocabulary",
+    "build_index",
+]
 
 STEMMERS = frozenset(Stemmer.algorithms()) | {"none"}
 """The ``stemmer`` names: PyStemmer's Snowball algorithms, and ``none``."""
@@ -36,6 +45,7 @@ _K1 = 1.5
 _B = 0.75
 
 Ids = npt.NDArray[np.int32]
+_Small = npt.NDArray[np.unsignedinteger[Any]]
 
 
 class Terms:
@@ -65,6 +75,11 @@ class Terms:
         stem = self._stem()
         return stem(words) if stem is not None and words else words
 
+    def uncached(self) -> Callable[[list[str]], list[str]] | None:
+        """A stemmer of its own, without PyStemmer's cache: for a ``TermIds``, which already
+        stems each word once, so that cache would only keep 10,000 words alive."""
+        return None if self.stemmer == "none" else Stemmer.Stemmer(self.stemmer, 0).stemWords
+
 
 class Vocabulary:
     """Term -> id, assigned once and never changed, so cached ids stay valid.
@@ -90,33 +105,79 @@ class Vocabulary:
         return len(self.ids)
 
 
+class TermIds:
+    """Text to vocabulary ids as ``Vocabulary.encode(Terms()(text))`` gives them, for one
+    build: each distinct lower-cased word is checked against the stop words and stemmed
+    once, then every occurrence is one dict lookup (bm25s's tokenizer works the same way).
+    Stemming every occurrence was a third of a build. Made per build and dropped after it,
+    so its words keep no memory between builds; only the builder thread uses it.
+    """
+
+    def __init__(self, terms: Terms, vocabulary: Vocabulary) -> None:
+        self._known: dict[str, int] = {}  # word -> id, -1 for a stop word
+        self._stem = terms.uncached()
+        self._vocabulary = vocabulary.ids
+
+    def __call__(self, text: str) -> Ids:
+        words = _WORD.findall(text.lower())
+        known = self._known
+        try:
+            ids = np.fromiter(map(known.__getitem__, words), dtype=np.int32, count=len(words))
+        except KeyError:
+            self._learn(words)
+            ids = np.fromiter(map(known.__getitem__, words), dtype=np.int32, count=len(words))
+        return ids[ids >= 0]
+
+    def _learn(self, words: list[str]) -> None:
+        """Ids for the words not seen yet, given in order of first occurrence, as
+        ``Vocabulary.encode`` would give them."""
+        known, ids = self._known, self._vocabulary
+        new = [w for w in dict.fromkeys(words) if w not in known]
+        kept = [w for w in new if w not in _STOPWORDS]
+        known.update(dict.fromkeys(new, -1))
+        stems = self._stem(kept) if self._stem is not None and kept else kept
+        for word, stem in zip(kept, stems, strict=True):
+            known[word] = ids.setdefault(stem, len(ids))
+
+
 @dataclass(frozen=True)
 class Counts:
-    """The distinct terms of some documents: one row per (document, term) with its count,
-    documents numbered from 0, and each document's length (its number of terms)."""
+    """The distinct terms of some documents, kept for every file between builds (what makes a
+    refresh incremental), so stored compactly: one row per (document, term), by document then
+    term, its term id and its count each in the smallest unsigned type that holds the file's
+    largest; per document, how many rows it has (``distinct``) and its length (its number of
+    terms)."""
 
-    terms: Ids
-    documents: Ids
-    tf: Ids
-    lengths: npt.NDArray[np.int64]
+    terms: _Small
+    tf: _Small
+    distinct: Ids
+    lengths: Ids
 
     @classmethod
     def of(cls, documents: Sequence[Ids]) -> Counts:
         """Counted once, when a file is read: a rebuild only concatenates counts."""
-        lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
-        if not lengths.sum():
-            return cls(_NO_IDS, _NO_IDS, _NO_IDS, lengths)
+        lengths = np.fromiter(map(len, documents), dtype=np.int32, count=len(documents))
+        if not lengths.any():
+            return cls(_NO_TF, _NO_TF, np.zeros(len(documents), dtype=np.int32), lengths)
         terms = np.concatenate(documents).astype(np.int64)
+        width = int(terms.max()) + 1
         rows = np.repeat(np.arange(len(documents), dtype=np.int64), lengths)
-        keys, tf = np.unique(rows * (int(terms.max()) + 1) + terms, return_counts=True)
-        row, term = np.divmod(keys, int(terms.max()) + 1)
-        return cls(term.astype(np.int32), row.astype(np.int32), tf.astype(np.int32), lengths)
+        keys, tf = np.unique(rows * width + terms, return_counts=True)
+        row, term = np.divmod(keys, width)
+        distinct = np.bincount(row, minlength=len(documents)).astype(np.int32)
+        return cls(_narrowest(term), _narrowest(tf), distinct, lengths)
 
     def renumbered(self, new_ids: Ids) -> Counts:
-        return Counts(new_ids[self.terms], self.documents, self.tf, self.lengths)
+        return Counts(_narrowest(new_ids[self.terms]), self.tf, self.distinct, self.lengths)
+
+
+def _narrowest(values: npt.NDArray[np.integer[Any]]) -> _Small:
+    """``values`` (not negative) in the smallest unsigned type that holds them all."""
+    return values.astype(np.min_scalar_type(int(values.max()) if len(values) else 0))
 
 
 _NO_IDS = np.zeros(0, dtype=np.int32)
+_NO_TF: _Small = np.zeros(0, dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -143,13 +204,12 @@ def build_index(parts: Sequence[Counts], width: int) -> Bm25Index:
     """bm25s's Lucene BM25 score matrix over the documents of ``parts``, end to end, for the
     vocabulary ids below ``width``. Only numpy passes over the counts: no Python loop per
     document, and sorting and counting release the interpreter lock."""
-    lengths = np.concatenate([p.lengths for p in parts] or [np.zeros(0, dtype=np.int64)])
+    lengths = np.concatenate([p.lengths for p in parts] or [_NO_IDS]).astype(np.int64)
     count = len(lengths)
     if not count or not lengths.sum():
         return Bm25Index(None, width, count, 0)
-    offsets = np.cumsum([0, *(len(p.lengths) for p in parts[:-1])])
-    terms = np.concatenate([p.terms for p in parts])
-    rows = np.concatenate([p.documents + offset for p, offset in zip(parts, offsets, strict=True)])
+    rows = np.repeat(np.arange(count, dtype=np.int64), np.concatenate([p.distinct for p in parts]))
+    terms = np.concatenate([p.terms for p in parts], dtype=np.int64)
     tf = np.concatenate([p.tf for p in parts]).astype(np.float64)
     df = np.bincount(terms, minlength=width)
     # Computed as bm25s computes it: idf in float64 stored as float32, the rest in float64.

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from builtin_providers._bm25 import Bm25Index, Counts, Terms, Vocabulary, build_index
+from builtin_providers._bm25 import Bm25Index, Counts, TermIds, Terms, Vocabulary, build_index
 from builtin_providers._chunking import ChunkBy, Passage, split_passages
 from builtin_providers._confined import ConfinedReader, GlobSet, SkipFile, WalkStats
 from composer.plugin import Progress, ProviderError
@@ -308,6 +308,7 @@ class CorpusIndex:
         parts: list[Counts] = []
         total = 0
         reread = 0
+        term_ids = TermIds(self._terms, self._vocabulary)
         for done, (relative, size, mtime) in enumerate(candidates, 1):
             pace()
             entry = None if force else self._files.get(relative)
@@ -318,7 +319,11 @@ class CorpusIndex:
             else:
                 remaining = config.max_total_bytes - total
                 text = self._read_text(reader, relative, size, remaining, skipped)
-                entry = None if text is None else self._chunk(relative, size, mtime, text, pace)
+                entry = (
+                    None
+                    if text is None
+                    else self._chunk(relative, size, mtime, text, term_ids, pace)
+                )
                 reread += entry is not None
             if entry is not None:
                 files[relative] = entry
@@ -339,13 +344,15 @@ class CorpusIndex:
         )
         return _Snapshot(passages, vocabulary, index, tuple(candidates), stats)
 
-    def _chunk(self, relative: str, size: int, mtime: int, text: str, pace: _Pacer) -> _File:
+    def _chunk(
+        self, relative: str, size: int, mtime: int, text: str, term_ids: TermIds, pace: _Pacer
+    ) -> _File:
         config = self.config
         passages = tuple(split_passages(relative, text, config.chunk_by, config.chunk_tokens))
         ids = []
         for p in passages:
             pace()
-            ids.append(self._vocabulary.encode(self._terms(p.indexed)))
+            ids.append(term_ids(p.indexed))
         return _File(size, mtime, len(text.encode()), passages, Counts.of(ids))
 
     def _compact(self) -> list[Counts]:

@@ -15,7 +15,7 @@ import bm25s
 import numpy as np
 import pytest
 
-from builtin_providers._bm25 import Counts, Terms, Vocabulary, build_index
+from builtin_providers._bm25 import Counts, TermIds, Terms, Vocabulary, build_index
 from builtin_providers.file_corpus import CorpusIndex, FileCorpusConfig, FileCorpusProvider
 from composer.turn import Branch, Instruction
 
@@ -37,6 +37,27 @@ def test_the_index_scores_exactly_as_bm25s_index_does() -> None:
         assert np.array_equal(ours, reference.get_scores(known))
 
 
+def test_counts_of_any_width_score_as_bm25s_does() -> None:
+    """Files' counts keep ids and counts in the narrowest type each file needs (here 8, 16 and
+    32 bits side by side); the matrix built from them is still bm25s's, bit for bit."""
+    rng = random.Random(5)
+    vocabulary = Vocabulary()
+    early = [["a"] * 300] + [[rng.choice(["a", "b", "c"]) for _ in range(30)] for _ in range(20)]
+    middle = [[f"m{rng.randrange(600)}" for _ in range(40)] for _ in range(40)]
+    late = [[rng.choice(["a", "m7", "z1", "z2"]) for _ in range(9)] for _ in range(30)]
+    parts = [Counts.of([vocabulary.encode(d) for d in docs]) for docs in (early, middle)]
+    vocabulary.encode([f"pad{i}" for i in range(70_000)])  # later terms need 32 bits
+    parts.append(Counts.of([vocabulary.encode(d) for d in late]))
+    assert [p.terms.dtype for p in parts] == [np.uint8, np.uint16, np.uint32]
+    assert parts[0].tf.dtype == np.uint16  # a term 300 times in a document
+    index = build_index(parts, len(vocabulary))
+    reference = bm25s.BM25()
+    reference.index(early + middle + late, show_progress=False)
+    for query in (["a"], ["m7", "z1"], ["b", "z2", "m3"]):
+        ours = index.scores(vocabulary.lookup(query)).astype(np.float32)
+        assert np.array_equal(ours, reference.get_scores(query))
+
+
 def test_an_unknown_term_scores_nothing() -> None:
     vocabulary = Vocabulary()
     index = build_index([Counts.of([vocabulary.encode(["alpha", "beta"])])], len(vocabulary))
@@ -53,6 +74,21 @@ def test_terms_are_snowball_stems_without_stop_words() -> None:
     ]
     assert Terms("none")("Deployments rolled") == ["deployments", "rolled"]
     assert Terms("french")("déploiements") == ["déploi"]
+
+
+@pytest.mark.parametrize("stemmer", ["english", "none", "french"])
+def test_term_ids_are_the_vocabulary_ids_of_the_terms(stemmer: str) -> None:
+    """A build's ids (each word stemmed once, then looked up) are what stemming every word
+    and encoding the terms gives: same ids, assigned in the same order, stop words dropped."""
+    rng = random.Random(4)
+    words = ["The", "deployments", "deploying", "rolled", "a", "Roll", "déploiements", "x_y"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(50)]
+    terms = Terms(stemmer)
+    expected, vocabulary = Vocabulary(), Vocabulary()
+    term_ids = TermIds(terms, vocabulary)
+    for text in texts:
+        assert term_ids(text).tolist() == expected.encode(terms(text)).tolist()
+    assert vocabulary.ids == expected.ids
 
 
 def test_an_unknown_stemmer_is_a_load_error(tmp_path: Path) -> None:
