@@ -15,8 +15,10 @@ module of ``composer.serve`` that imports the console (``tests/test_layout.py``)
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
+import signal
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
@@ -51,10 +53,12 @@ from composer.serve.principals import (
     Principals,
     load_principals,
 )
+from composer.serve.reloading import Reloader
 from composer.serve.runner import Listening, bind, serve
 from composer.serve.service import ContextService
 from composer.serve.state import StateStore, open_state
 from composer.serve.telemetry import masking, start_traces, traced
+from composer.serve.tenancy import check_isolation
 from composer.serve.workers import run_workers
 
 __all__ = ["Callers", "Server", "build", "create_app", "run"]
@@ -119,9 +123,12 @@ class Server:
         return Listening(url, text)
 
 
-def build(manifest: Manifest, config: ServerConfig) -> Server:
+def build(manifest: Manifest, config: ServerConfig, *, signals: bool = False) -> Server:
     """The server ``config`` describes, serving ``manifest``: ``ServeError`` (or, for a
-    principals file, a located ``ManifestError``) when it cannot start as configured."""
+    principals file, a located ``ManifestError``) when it cannot start as configured.
+
+    With ``watch``, or ``signals`` (``run``'s servers, SIGHUP reloading), the manifest follows
+    its files (``composer.serve.reloading``)."""
     if config.metrics:
         record_metrics_always()  # whatever runtime.metrics says: /metrics must not be empty
     callers = _callers(config)
@@ -135,6 +142,16 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
         accepted = callers.principals.principals
     else:
         accepted = (DEFAULT_PRINCIPAL,) if callers.token is not None else (LOCAL_PRINCIPAL,)
+    reloader = None
+    if (config.watch or signals) and not config.mcp_stdio:
+        if manifest.path is not None:
+            reloader = Reloader(
+                manifest.path,
+                watch=config.watch,
+                accept=functools.partial(check_isolation, principals=accepted),
+            )
+        elif config.watch:
+            raise ServeError("--watch follows a manifest's files: this one was read from none")
     service = ContextService(
         manifest,
         env=config.env,
@@ -142,6 +159,7 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
         idle_ttl_s=config.branch_ttl,
         principals=accepted,
         state=_state(config),
+        reloader=reloader,
     )
     if not config.mcp_stdio:
         check_bind(config.host, callers.token if callers.principals is None else "principals")
@@ -155,6 +173,7 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
         access_log=config.access_log,
         traces=not config.mcp_stdio and traced(),
         console=_console(config, service, callers) if not config.mcp_stdio else None,
+        reload_signals=signals,
     )
     return Server(config, service, callers, options, stdio_principal)
 
@@ -198,7 +217,7 @@ def run(
 def _run(
     manifest: Manifest, config: ServerConfig, started: Callable[[Listening], None] | None
 ) -> None:
-    server = build(manifest, config)
+    server = build(manifest, config, signals=True)
     if config.mcp_stdio:
         asyncio.run(run_stdio(server.service, server.stdio_principal))
         return
@@ -221,11 +240,24 @@ def _run(
         app = server.app()  # in each worker: its own app and session manager
         served = app if scraped is None else scraped.serving(app)
         more = () if scraped is None else (scraped.sock,)
-        forwarded = config.forwarded_allow_ips
-        serve(served, sock, limits=limits, forwarded_allow_ips=forwarded, started=heard, also=more)
+        serve(
+            served,
+            sock,
+            limits=limits,
+            forwarded_allow_ips=config.forwarded_allow_ips,
+            started=heard,
+            also=more,
+            drain_s=config.drain_delay,
+            draining=server.service.drain,
+        )
 
     if config.workers == 1:
-        work(announce)
+        # a hang-up before the app reloads on it must not end the server
+        previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            work(announce)
+        finally:
+            signal.signal(signal.SIGHUP, previous)
         return
     host, port = sock.getsockname()[:2]
     announce(f"http://{f'[{host}]' if ':' in host else host}:{port}")
