@@ -36,6 +36,9 @@ __all__ = ["Reloader"]
 
 logger = logging.getLogger("composer.serve")
 
+_MESSAGE_CHARS = 2000
+"""What ``/readyz`` shows of an error at most: a probe's answer stays small."""
+
 _WATCHING: dict[str, Literal["events", "poll", "manual"]] = {
     "events": "events",
     "poll": "poll",
@@ -106,8 +109,11 @@ class Reloader:
         error = watcher.error
         refused = None
         if error is not None:
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
             located = error if isinstance(error, ManifestError) else None
+            lines = [line.strip() for line in str(error).splitlines()]
+            # a manifest's first mistake, located; another error's whole (short) text
+            first = (lines[0] if located else " ".join(lines))[:_MESSAGE_CHARS]
+            first = first or type(error).__name__
             refused = ReloadError(
                 message=redact(first),
                 path=redact(located.path) if located is not None else None,
