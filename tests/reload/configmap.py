@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["ConfigMapVolume"]
+__all__ = ["ConfigMapVolume", "version"]
 
 
 class ConfigMapVolume:
@@ -53,3 +53,17 @@ class ConfigMapVolume:
         if old is not None:
             shutil.rmtree(self.root / old)
         return version
+
+
+def version(number: int, *, broken: bool = False) -> dict[str, str]:
+    """Two files of one version: each names it, so a turn shows which version each came from."""
+    base = (
+        "version: 1\nbudget: 500\nproviders:\n"
+        f"  - {{name: base, type: static, priority: 2, text: 'base v{number}'}}\n"
+    )
+    key = "budgett" if broken else "budget"
+    dev = (
+        f"extends: base.yaml\n{key}: 400\nproviders:\n"
+        f"  - {{name: dev, type: static, priority: 1, text: 'dev v{number}'}}\n"
+    )
+    return {"base.yaml": base, "dev.yaml": dev}

@@ -17,23 +17,9 @@ import pytest
 
 import composer
 from composer.errors import ManifestError
-from reload.configmap import ConfigMapVolume
+from reload.configmap import ConfigMapVolume, version
 
 SETTLE_S = 0.05
-
-
-def version(number: int, *, broken: bool = False) -> dict[str, str]:
-    """Two files of one version: each names it, so a turn shows which version each came from."""
-    base = (
-        "version: 1\nbudget: 500\nproviders:\n"
-        f"  - {{name: base, type: static, priority: 2, text: 'base v{number}'}}\n"
-    )
-    key = "budgett" if broken else "budget"
-    dev = (
-        f"extends: base.yaml\n{key}: 400\nproviders:\n"
-        f"  - {{name: dev, type: static, priority: 1, text: 'dev v{number}'}}\n"
-    )
-    return {"base.yaml": base, "dev.yaml": dev}
 
 
 async def eventually(test: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
