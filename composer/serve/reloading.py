@@ -30,6 +30,7 @@ from composer.errors import ManifestError
 from composer.manifest import Manifest
 from composer.observe.observer import revision
 from composer.reload import ManifestWatcher, WatchedRegistry
+from composer.reload.watcher import WatchMode
 from composer.serve.models import ReloadError, ReloadStatus
 
 __all__ = ["Reloader"]
@@ -57,7 +58,11 @@ class Reloader:
         watch: bool,
         accept: Callable[[Manifest], None] | None = None,
     ) -> None:
-        self.watcher = ManifestWatcher(path, watch="auto" if watch else "manual", accept=accept)
+        # ${VAR}s are read again from the environment as it was when the server was built
+        # (a process's own cannot change; a program that set some meanwhile keeps them)
+        environ = dict(os.environ)
+        mode: WatchMode = "auto" if watch else "manual"
+        self.watcher = ManifestWatcher(path, watch=mode, accept=accept, environ=environ)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signalled = False
         self._tasks: set[asyncio.Task[Any]] = set()
