@@ -344,5 +344,6 @@ def _console(config: ServerConfig, service: ContextService, callers: Callers) ->
         manifest=service.manifest,
         env=config.env,
         preview=config.console_preview,
+        follow=(lambda: service.manifest) if service.reloader is not None else None,
     )
     return console_mount(console)

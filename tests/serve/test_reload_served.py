@@ -154,3 +154,16 @@ def test_a_reload_that_would_let_a_client_split_a_shared_store_is_refused(
         assert "namespace" in reload_block(client)["error"]["message"]
         assert reload_block(client)["error"]["path"] is None  # not a manifest's own mistake
         assert turn(client, 1)["guidance"] == "S\npolicy one"
+
+
+def test_the_console_shows_the_manifest_serving_now(tmp_path: Path) -> None:
+    path, audit = tmp_path / "m.yaml", tmp_path / "turns.jsonl"
+    path.write_text(manifest("policy one", audit))
+    with served(path, ServerConfig(watch=True, console=True, rate_limit=0)) as client:
+        assert "policy one" in client.get("/console/manifest").text
+        replace(path, manifest("policy two", audit))
+        eventually(lambda: reload_block(client)["generation"] == 2, "the edit served")
+        page = client.get("/console/manifest")
+        assert page.status_code == 200
+        assert "policy two" in page.text
+        assert "policy one" not in page.text
