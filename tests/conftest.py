@@ -60,7 +60,10 @@ MARKED: dict[str, tuple[str, ...]] = {
     ),
     "serve/test_reload_processes.py": ("slow",),
     "serve/test_reload_processes.py::test_each_worker_reloads_by_itself": ("services",),
-    "serve/test_rolling_update.py": ("slow", "services"),
+    "serve/test_rolling_update.py": ("slow",),
+    "serve/test_rolling_update.py::test_a_rolling_update_answers_every_turn_exactly_once": (
+        "services",
+    ),
     "serve/test_serving_guide.py": ("slow",),
     "serve/test_state.py": ("services",),
     "serve/test_telemetry.py": ("slow",),

@@ -67,6 +67,7 @@ class Reloader:
         self._signalled = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._revision: tuple[int, str] | None = None  # a probe does not dump the manifest
+        self._again = False  # a SIGHUP came while one was being handled
 
     @property
     def started(self) -> bool:
@@ -92,10 +93,21 @@ class Reloader:
         return manifest
 
     def _hangup(self) -> None:
+        """SIGHUP: a look at the files, at most one running and one more asked for, however
+        many signals come (a storm of them is one or two reads, not a queue)."""
         assert self._loop is not None
-        task = self._loop.create_task(self.reload("SIGHUP"))
+        if self._tasks:
+            self._again = True
+            return
+        task = self._loop.create_task(self._hangups())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _hangups(self) -> None:
+        self._again = True
+        while self._again:
+            self._again = False
+            await self.reload("SIGHUP")
 
     async def reload(self, why: str) -> bool:
         """Look at the files now; whether a new manifest serves (logged either way)."""

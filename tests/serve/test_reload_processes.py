@@ -151,6 +151,14 @@ def test_sighup_reloads_a_server_that_does_not_watch(tmp_path: Path) -> None:
         server.process.send_signal(signal.SIGHUP)  # nothing new: nothing happens
         assert blocks(server) == ["two"]
         assert server.process.poll() is None
+
+        replace(path, static("three"))
+        for _ in range(500):  # a storm: one look running, one more asked for, no queue
+            server.process.send_signal(signal.SIGHUP)
+        eventually(lambda: readiness(server)["reload"]["generation"] == 3, "the storm's reload")
+        assert readiness(server)["reload"]["reloads"] == 2
+        assert blocks(server) == ["three"]
+        assert server.process.poll() is None
     finally:
         assert server.stop() == 0
 

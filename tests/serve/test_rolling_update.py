@@ -187,3 +187,19 @@ def roll(fleet: Fleet, args: list[str], env: dict[str, str]) -> dict[str, list[t
     statuses = {status for _, _, status in fleet.pool.served}
     assert statuses == {200}, "no request lost in flight (502) or refused"
     return answers
+
+
+def test_a_second_sigterm_ends_a_drain_at_once(tmp_path: Path) -> None:
+    """A drain is bounded (``--drain-delay`` at most 60 s) and a second signal cuts it short:
+    an operator or a supervisor never waits on it."""
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\nproviders:\n  - {name: a, type: static, text: hello}\n")
+    server = start_serve([str(path), "--drain-delay", "60", "--rate-limit", "0"])
+    server.process.send_signal(signal.SIGTERM)
+    eventually(lambda: readiness(server) == (503, "stopping"), "readiness false")
+    body = {"branch": {"id": "b"}, "system": "S\n", "instruction": {"text": "x"}}
+    answer = httpx.post(f"{server.url}/v1/turns", json=body, timeout=STARTUP_S)
+    assert answer.status_code == 200  # still serving while it drains
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(timeout=STARTUP_S) == 0  # a bound that only catches a hang
+    server.stop()
