@@ -203,7 +203,8 @@ def run(
     started: Callable[[Listening], None] | None = None,
 ) -> None:
     """Serve ``manifest`` as ``composer serve`` does with ``config``, until SIGTERM or
-    SIGINT stops it gracefully (or, with ``mcp_stdio``, until the client leaves).
+    SIGINT stops it gracefully (or, with ``mcp_stdio``, until the client leaves); SIGHUP
+    reloads the manifest from its files (``composer.serve.reloading``).
     ``started`` hears where it listens (else that is logged by ``composer.serve``, INFO).
     With ``log_format="json"`` the server's log is JSON lines on standard error meanwhile.
     """
