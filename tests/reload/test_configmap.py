@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -18,23 +16,9 @@ import pytest
 import composer
 from composer.errors import ManifestError
 from reload.configmap import ConfigMapVolume, version
+from reload.waiting import blocks, eventually
 
 SETTLE_S = 0.05
-
-
-async def eventually(test: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    """Wait until ``test()`` holds; fail after ``timeout`` (a bound that only catches a hang)."""
-    deadline = time.monotonic() + timeout
-    while not test():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        await asyncio.sleep(0.01)
-
-
-async def blocks(branch: composer.Branch) -> list[str]:
-    turn = await composer.prepare_turn(branch, "x")
-    assert turn.report is not None
-    return turn.report.blocks
 
 
 @pytest.mark.parametrize("mode", ["events", "poll"])
