@@ -282,13 +282,22 @@ class ManifestWatcher:
     async def _load_whole(self, inputs: Inputs, digests: Digests) -> Manifest | None:
         """The manifest loaded from inputs that stayed as ``digests`` said while it was read,
         or None: a folder swapped mid-load (a ConfigMap update) could give one file's old
-        version with another's new, a manifest nobody wrote."""
+        version with another's new, a manifest nobody wrote (or an error nobody made: it is
+        raised only when the inputs held still while it was read)."""
         for _ in range(_SETTLE_ROUNDS):
-            manifest = await asyncio.to_thread(self._load)
+            manifest: Manifest | None = None
+            error: Exception | None = None
+            try:
+                manifest = await asyncio.to_thread(self._load)
+            except Exception as e:
+                error = e
             after = await asyncio.to_thread(snapshot, inputs)
             if after == digests:
+                if error is not None:
+                    raise error
                 return manifest
-            await self._close_manifest(_Loaded(manifest, 0))
+            if manifest is not None:
+                await self._close_manifest(_Loaded(manifest, 0))
             settled = await self._settled(inputs, after)
             if settled is None:
                 return None

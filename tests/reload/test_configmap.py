@@ -128,3 +128,32 @@ async def test_a_load_that_raced_a_swap_is_read_again_never_served(tmp_path: Pat
         assert (watcher.generation, watcher.reloads) == (2, 1)
         assert await blocks(branch) == ["base v3", "dev v3"]
         assert not await watcher.check()  # what serves is what is there
+
+
+async def test_an_error_read_while_the_folder_was_swapped_is_not_a_failure(
+    tmp_path: Path,
+) -> None:
+    """A read that straddled a swap may fail (one file's new key in the other's old schema):
+    that error was nobody's edit, so it is not kept; the settled folder is read again."""
+    volume = ConfigMapVolume(tmp_path / "manifests")
+    volume.publish(version(1))
+    async with composer.ManifestWatcher(
+        volume.root, env="dev", watch="manual", settle_s=SETTLE_S
+    ) as watcher:
+        load = watcher._load
+        calls: list[int] = []
+
+        def swap_then_fail() -> composer.Manifest:
+            calls.append(1)
+            if len(calls) == 1:
+                volume.publish(version(3))
+                raise ManifestError(volume.root / "dev.yaml", 1, 1, "a mixed read")
+            return load()
+
+        watcher._load = swap_then_fail  # type: ignore[method-assign]
+        volume.publish(version(2))
+        assert await watcher.check()
+        assert (watcher.failures, watcher.error, len(calls)) == (0, None, 2)
+        branch = composer.Branch("sys\n")
+        watcher.attach(branch)
+        assert await blocks(branch) == ["base v3", "dev v3"]
