@@ -15,11 +15,13 @@ module of ``composer.serve`` that imports the console (``tests/test_layout.py``)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import re
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -253,12 +255,8 @@ def _run(
         )
 
     if config.workers == 1:
-        # a hang-up before the app reloads on it must not end the server
-        previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        try:
+        with _hang_ups_ignored():  # until the app reloads on them: one must not end it
             work(announce)
-        finally:
-            signal.signal(signal.SIGHUP, previous)
         return
     host, port = sock.getsockname()[:2]
     announce(f"http://{f'[{host}]' if ':' in host else host}:{port}")
@@ -266,6 +264,19 @@ def _run(
         code = run_workers(config.workers, work, ended=ended)
     if code != 0:
         raise ServeError("a worker stopped by itself; the others were stopped")
+
+
+@contextlib.contextmanager
+def _hang_ups_ignored() -> Iterator[None]:
+    """SIGHUP ignored meanwhile, in the main thread (elsewhere no signal can be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def _callers(config: ServerConfig) -> Callers:
