@@ -128,11 +128,12 @@ class Reloader:
         if error is not None:
             located = error if isinstance(error, ManifestError) else None
             lines = [line.strip() for line in str(error).splitlines()]
-            # a manifest's first mistake, located; another error's whole (short) text
-            first = (lines[0] if located else " ".join(lines))[:_MESSAGE_CHARS]
+            # a manifest's first mistake, located; another error's whole text; masked before
+            # it is cut, so that no secret is shown cut short of what its mask matches
+            first = redact(lines[0] if located else " ".join(lines))[:_MESSAGE_CHARS]
             first = first or type(error).__name__
             refused = ReloadError(
-                message=redact(first),
+                message=first,
                 path=redact(located.path) if located is not None else None,
                 line=located.line if located is not None else None,
                 column=located.column if located is not None else None,

@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 from composer import load_manifest
 from composer.errors import ServeError
 from composer.serve import ServerConfig, create_app
+from composer.serve.reloading import Reloader
 from serve.apps import served
 
 WATCHING = ServerConfig(watch=True, metrics=True, rate_limit=0)
@@ -167,3 +168,20 @@ def test_the_console_shows_the_manifest_serving_now(tmp_path: Path) -> None:
         assert page.status_code == 200
         assert "policy two" in page.text
         assert "policy one" not in page.text
+
+
+def test_readiness_shows_a_bounded_part_of_an_error_however_long(tmp_path: Path) -> None:
+    """A probe's answer stays small: an error of any length shows at most 2,000 characters,
+    masked before it is cut (a secret cut short would not match its mask)."""
+    path = tmp_path / "m.yaml"
+    path.write_text("version: 1\nproviders: []\n")
+    reloader = Reloader(path, watch=False)
+    cut = "x" * 1990 + "secret-value"  # the cut falls inside the secret
+    reloader.watcher.error = ServeError(cut + "\nmore\n" * 1000)
+    reloader.watcher.last_failure = 1.0
+    error = reloader.status(lambda text: text.replace("secret-value", "***")).error
+    assert error is not None
+    assert len(error.message) == 2000
+    assert "secret" not in error.message
+    assert error.message.startswith("x" * 1990 + "***")
+    assert (error.path, error.line, error.column, error.time) == (None, None, None, 1.0)

@@ -29,7 +29,7 @@ __all__ = ["postgres_dsn"]  # the replicas' store
 
 REPLICAS = 2
 CLIENTS = 4
-DRAIN_S = 1.5
+DRAIN_S = 3.0
 PROBE_S = 0.1
 """The proxy's readiness probe: well inside the drain delay, as a Deployment's
 ``readinessProbe`` period is inside its ``preStop`` sleep."""
