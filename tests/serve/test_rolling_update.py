@@ -163,9 +163,17 @@ def roll(fleet: Fleet, args: list[str], env: dict[str, str]) -> dict[str, list[t
         # readiness turns false first, while it still answers
         eventually(lambda: readiness(old) == (503, "stopping"), "readiness false")
         assert old.process.poll() is None
+        ready = fleet.pool.ready
+        assert ready is not None
+        eventually(lambda: not ready[slot], "the proxy letting go")
+        mark = len(fleet.pool.served)
         assert old.stop() == 0  # its turns in flight finished, then it left
         before = served()
         eventually(lambda: served() >= before + 10, "turns on the other replica alone")
+        # once the proxy let go, only the turns already sent to it (one a client) were
+        # answered there, though it went on serving for the rest of its drain
+        sent = [s for _, s, _ in fleet.pool.served[mark:]]
+        assert sent.count(slot) <= CLIENTS
         fleet.replace(slot, start_serve(args, env=env))
         eventually(
             lambda: any(s == slot for turns in answers.values() for s, _ in turns[-3:]),
