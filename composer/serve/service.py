@@ -83,7 +83,9 @@ class ContextService(AsyncCloseable):
     they do not all bind is refused here, before the first request (``check_isolation``).
 
     The service owns the manifest it is given: ``aclose`` (or leaving ``async with``) closes
-    every branch's registry, then the manifest's shared state.
+    every branch's registry, then the manifest's shared state. With a ``reloader``
+    (``composer.serve.reloading``), ``start`` loads the manifest it follows, which serves from
+    then on: each branch's registry moves to a new version at its next turn.
     """
 
     def __init__(
