@@ -19,13 +19,26 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from composer.build import ManifestRegistry
+from composer.build import WritebackResult
+from composer.registry import BranchLike
 from composer.turn import Branch
 
-__all__ = ["BranchEntry", "BranchStore", "TurnCounter"]
+__all__ = ["BranchEntry", "BranchRegistry", "BranchStore", "TurnCounter"]
 
 logger = logging.getLogger(__name__)
+
+
+class BranchRegistry(Protocol):
+    """What a kept branch's registry does for its keeper: a ``ManifestRegistry``, or a
+    ``WatchedRegistry`` following a reloaded manifest."""
+
+    async def writeback_results(
+        self, branch: BranchLike, action_responses: list[Any]
+    ) -> list[WritebackResult]: ...
+
+    async def aclose(self) -> None: ...
 
 
 @dataclass
@@ -33,7 +46,7 @@ class BranchEntry:
     """One kept branch: the branch, its registry, and what the server remembers of it."""
 
     branch: Branch
-    registry: ManifestRegistry
+    registry: BranchRegistry
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = 0.0
     users: int = 0

@@ -67,6 +67,12 @@ MARKED: dict[str, tuple[str, ...]] = {
     "serve/test_rate_limits.py::test_two_workers_admit_a_principal_no_more_turns_than_one_worker": (
         "slow",
     ),
+    "serve/test_reload_processes.py": ("slow",),
+    "serve/test_reload_processes.py::test_each_worker_reloads_by_itself": ("services",),
+    "serve/test_rolling_update.py": ("slow",),
+    "serve/test_rolling_update.py::test_a_rolling_update_answers_every_turn_exactly_once": (
+        "services",
+    ),
     "serve/test_serving_guide.py": ("slow",),
     "serve/test_state.py": ("services",),
     "serve/test_telemetry.py": ("slow",),

@@ -302,15 +302,17 @@ def test_the_grace_period_outlasts_composer_s_drain(
     overlay: tuple[str, list[dict[str, Any]]],
 ) -> None:
     """The kubelet kills at the grace period, counted from the preStop sleep: the sleep, the
-    requests in flight (uvicorn's graceful timeout, which `composer serve` leaves at the
-    default of ``runner.serve``) and the providers' closing (``CLOSE_S``) must fit before."""
+    drain delay (``--drain-delay``: readiness false, still serving), the requests in flight
+    (uvicorn's graceful timeout, which `composer serve` leaves at the default of
+    ``runner.serve``) and the providers' closing (``CLOSE_S``) must fit before."""
     _, objects = overlay
     pod = _pod(objects)
     pre_stop = _container(objects)["lifecycle"]["preStop"]
     sleep = pre_stop["sleep"]["seconds"]
     assert sleep >= 1, "the endpoints must drop the pod before composer stops accepting"
+    drain = _parsed(_container(objects)).drain_delay
     graceful = inspect.signature(runner.serve).parameters["graceful_s"].default
-    assert pod["terminationGracePeriodSeconds"] > sleep + graceful + CLOSE_S
+    assert pod["terminationGracePeriodSeconds"] > sleep + drain + graceful + CLOSE_S
 
 
 def test_the_pod_runs_as_the_restricted_pod_security_standard_asks(

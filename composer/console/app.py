@@ -106,11 +106,13 @@ class Console:
     env: str | None = None
     preview: bool = False
     sessions: Sessions = field(default_factory=Sessions)
+    follow: Callable[[], Manifest] | None = None
+    """With ``manifest``: where the manifest serving now is read, when a server reloads it
+    (``composer serve --watch``): the pages show it, the preview runs it, its secrets are
+    masked."""
 
     def __post_init__(self) -> None:
-        self.redact: Callable[[str], str] = (
-            self.manifest.redact if self.manifest is not None else _as_is
-        )
+        self.redact: Callable[[str], str] = self._redact
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(_HERE / "templates"),
             autoescape=True,
@@ -121,6 +123,17 @@ class Console:
         )
         self.stylesheet = self.redact((_HERE / "static" / "console.css").read_text("utf-8"))
         self.previews = asyncio.Semaphore(PREVIEWS_AT_ONCE)
+
+    @property
+    def served(self) -> Manifest | None:
+        """The manifest serving now (None: the console reads an audit log only)."""
+        if self.manifest is None or self.follow is None:
+            return self.manifest
+        return self.follow()
+
+    def _redact(self, text: str) -> str:
+        served = self.served
+        return served.redact(text) if served is not None else text
 
     def _finalize(self, value: Any) -> Any:
         """Every printed value masked before it is escaped (a macro's markup stays markup)."""
@@ -360,7 +373,7 @@ class Console:
         principal = self.principal(request)
         if principal is None:
             return self._login_first(request)
-        manifest = self.manifest
+        manifest = self.served
         if manifest is None:
             return self.message(
                 request, 404, "No manifest", "This console reads an audit log only."
@@ -463,11 +476,12 @@ class Console:
         from composer.inspect.preview import run_preview
         from composer.principal import current_principal
 
-        assert self.manifest is not None  # the route exists only with a manifest
+        manifest = self.served
+        assert manifest is not None  # the route exists only with a manifest
         scope = current_principal.set(principal)
         try:
             return await run_preview(
-                self.manifest,
+                manifest,
                 instruction,
                 branch_name="console-preview",
                 branch_metadata=dict(principal.metadata),
@@ -541,10 +555,6 @@ def _known(request: Request, principal: Principal | None) -> Principal | None:
     if principal is not None:
         request.scope[PRINCIPAL_KEY] = principal
     return principal
-
-
-def _as_is(text: str) -> str:
-    return text
 
 
 def _number(given: str | None, default: int, low: int, high: int) -> int:

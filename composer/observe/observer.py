@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from composer.observe.metrics import Metrics
     from composer.observe.tracing import TurnTracer
 
-__all__ = ["Gather", "TurnObserver"]
+__all__ = ["Gather", "TurnObserver", "revision"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class TurnObserver:
         self.manifest = AuditManifest(
             path=path,
             env=None if manifest.path is None else self.redact(manifest.path.stem),
-            sha256=_revision(manifest),
+            sha256=revision(manifest),
         )
         self.metrics = _metrics() if metrics_wanted(runtime.metrics) else None
         self.tracer = _tracer(self, path) if traces_wanted(runtime.traces) else None
@@ -205,7 +205,7 @@ def _open_sink(
     )
 
 
-def _revision(manifest: Manifest) -> str:
+def revision(manifest: Manifest) -> str:
     """A short hash of the effective manifest, secrets masked: equal for the same revision."""
     dumped = manifest.model_dump_json()
     return hashlib.sha256(dumped.encode()).hexdigest()[:16]

@@ -35,10 +35,10 @@ import os
 import time
 import weakref
 from collections import deque
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from composer.build import ManifestRegistry, build_registry
+from composer.build import ManifestRegistry, WritebackResult, build_registry
 from composer.catalog import ProviderTypes, catalog_of
 from composer.errors import ManifestError
 from composer.manifest.loader import load_manifest
@@ -54,7 +54,7 @@ __all__ = ["ManifestWatcher", "WatchMode", "WatchedRegistry"]
 
 logger = logging.getLogger(__name__)
 
-WatchMode = Literal["auto", "events", "poll"]
+WatchMode = Literal["auto", "events", "poll", "manual"]
 
 _SETTLE_ROUNDS = 50  # reads while a file keeps changing; then the next event or poll looks again
 _EVENTS_TIMEOUT_MS = 500  # the watch thread returns this often; its first return arms the check
@@ -77,8 +77,11 @@ class ManifestWatcher:
 
     ``path``, ``env`` and ``environ`` are ``load_manifest``'s. ``watch`` picks how changes are
     noticed: ``events`` (watchfiles, the ``watch`` extra), ``poll`` (a digest of every input
-    each ``poll_s`` seconds), or ``auto`` (events where watchfiles is installed). With
-    ``warm_up`` a new manifest builds its indexes before it serves.
+    each ``poll_s`` seconds), ``auto`` (events where watchfiles is installed), or ``manual``
+    (nothing is watched: its owner calls ``check``, on a signal say). With ``warm_up`` a new
+    manifest builds its indexes before it serves. ``accept`` is called with each new manifest
+    before it serves: raising refuses it as a broken edit is refused (a server checks that the
+    new manifest keeps its principals apart).
 
     ``settle_s`` (default 0.2 s) is how long a change must stay the same before it is loaded:
     the digests are read twice that far apart, until two reads agree. A writer that pauses
@@ -102,6 +105,7 @@ class ManifestWatcher:
         debounce_s: float = 0.05,
         settle_s: float = 0.2,
         warm_up: bool = True,
+        accept: Callable[[Manifest], None] | None = None,
     ) -> None:
         self.path = path
         self.env = env
@@ -112,6 +116,7 @@ class ManifestWatcher:
         self._debounce_s = debounce_s
         self._settle_s = settle_s
         self._warm_up = warm_up
+        self._accept_hook = accept
         self._current: _Loaded | None = None
         self._inputs = Inputs(frozenset())
         self._seen: Digests = {}
@@ -132,6 +137,8 @@ class ManifestWatcher:
         a good load."""
         self.last_good_load: float | None = None
         """``time.time()`` of the last good load."""
+        self.last_failure: float | None = None
+        """``time.time()`` of the last change that did not load."""
 
     # -- what serves
 
@@ -147,8 +154,10 @@ class ManifestWatcher:
 
     @property
     def watching(self) -> str | None:
-        """How changes are noticed now: ``events``, ``poll`` (also when events failed), or
-        None (not started, or closed)."""
+        """How changes are noticed now: ``events``, ``poll`` (also when events failed),
+        ``manual`` (only when ``check`` is called), or None (not started, or closed)."""
+        if self._mode == "manual":
+            return "manual" if self._current is not None else None
         return self._how if self._watching is not None else None
 
     def _loaded(self) -> _Loaded:
@@ -182,11 +191,14 @@ class ManifestWatcher:
         manifest = await asyncio.to_thread(self._load)
         if self._types is None:
             self._types = catalog_of(manifest)  # later loads do not rescan the entry points
+        if self._accept_hook is not None:
+            self._accept_hook(manifest)
         await self._warm(manifest)
         self._accept(manifest, inputs, before)
         self._publish(manifest)
-        self._how = "events" if self._uses_events() else "poll"
-        self._watching = asyncio.create_task(self._watch(), name="composer-manifest-watcher")
+        if self._mode != "manual":
+            self._how = "events" if self._uses_events() else "poll"
+            self._watching = asyncio.create_task(self._watch(), name="composer-manifest-watcher")
         return manifest
 
     async def aclose(self) -> None:
@@ -236,7 +248,11 @@ class ManifestWatcher:
             before = settled
             manifest: Manifest | None = None
             try:
-                manifest = await asyncio.to_thread(self._load)
+                manifest = await self._load_whole(inputs, before)
+                if manifest is None:
+                    return False  # changed while it was read: the next event or poll loads it
+                if self._accept_hook is not None:
+                    self._accept_hook(manifest)
                 await self._warm(manifest)
             except Exception as e:  # a broken edit, or a provider that cannot be built
                 if manifest is not None:
@@ -247,6 +263,7 @@ class ManifestWatcher:
             self._count("ok", manifest)
             self._publish(manifest)
             self.reloads += 1
+            logger.info("composer: manifest reloaded (generation %d)", self.generation)
             return True
 
     async def _settled(self, inputs: Inputs, digests: Digests) -> Digests | None:
@@ -260,6 +277,32 @@ class ManifestWatcher:
             if again == digests:
                 return digests
             digests = again
+        return None
+
+    async def _load_whole(self, inputs: Inputs, digests: Digests) -> Manifest | None:
+        """The manifest loaded from inputs that stayed as ``digests`` said while it was read,
+        or None: a folder swapped mid-load (a ConfigMap update) could give one file's old
+        version with another's new, a manifest nobody wrote (or an error nobody made: it is
+        raised only when the inputs held still while it was read)."""
+        for _ in range(_SETTLE_ROUNDS):
+            manifest: Manifest | None = None
+            error: Exception | None = None
+            try:
+                manifest = await asyncio.to_thread(self._load)
+            except Exception as e:
+                error = e
+            after = await asyncio.to_thread(snapshot, inputs)
+            if after == digests:
+                if error is not None:
+                    raise error
+                return manifest
+            if manifest is not None:
+                await self._close_manifest(_Loaded(manifest, 0))
+            settled = await self._settled(inputs, after)
+            if settled is None:
+                return None
+            digests.clear()
+            digests.update(settled)
         return None
 
     def _load(self) -> Manifest:
@@ -292,6 +335,7 @@ class ManifestWatcher:
         self._remember(inputs, new, before)
         self.failures += 1
         self.error = error
+        self.last_failure = time.time()
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         current = self._current
         redact = current.manifest.redact if current is not None else str
@@ -534,6 +578,12 @@ class WatchedRegistry:
 
     async def gather_writeback(self, branch: BranchLike, action_responses: list[Any]) -> None:
         await self._registry().gather_writeback(branch, action_responses)
+
+    async def writeback_results(
+        self, branch: BranchLike, action_responses: list[Any]
+    ) -> list[WritebackResult]:
+        """``ManifestRegistry.writeback_results`` of the current manifest's registry."""
+        return await self._registry().writeback_results(branch, action_responses)
 
     async def warm_up(self) -> dict[str, Exception]:
         return await self._registry().warm_up()

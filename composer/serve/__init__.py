@@ -22,7 +22,9 @@ From Python, what ``composer serve configs --env prod --principals principals.ya
 * ``state/``: what the server remembers of each branch (turn counts, last context) and where
   its rate limits count: in the process, or shared by replicas in PostgreSQL or Redis, one
   module per back-end, the one a URL names opened by ``state.open_state``;
-* ``workers``: ``--workers N`` processes on one socket.
+* ``workers``: ``--workers N`` processes on one socket;
+* ``reloading``: the served manifest following its files (``--watch``) and SIGHUP, each
+  process by itself.
 
 ``async with ContextService(manifest) as service:`` closes every branch's registry and then
 the manifest on the way out: the service takes the manifest it is given, as the servers take

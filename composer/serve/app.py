@@ -15,9 +15,13 @@ module of ``composer.serve`` that imports the console (``tests/test_layout.py``)
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import re
-from collections.abc import Awaitable, Callable, Sequence
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -51,10 +55,12 @@ from composer.serve.principals import (
     Principals,
     load_principals,
 )
+from composer.serve.reloading import Reloader
 from composer.serve.runner import Listening, bind, serve
 from composer.serve.service import ContextService
 from composer.serve.state import StateStore, open_state
 from composer.serve.telemetry import masking, start_traces, traced
+from composer.serve.tenancy import check_isolation
 from composer.serve.workers import run_workers
 
 __all__ = ["Callers", "Server", "build", "create_app", "run"]
@@ -119,9 +125,12 @@ class Server:
         return Listening(url, text)
 
 
-def build(manifest: Manifest, config: ServerConfig) -> Server:
+def build(manifest: Manifest, config: ServerConfig, *, signals: bool = False) -> Server:
     """The server ``config`` describes, serving ``manifest``: ``ServeError`` (or, for a
-    principals file, a located ``ManifestError``) when it cannot start as configured."""
+    principals file, a located ``ManifestError``) when it cannot start as configured.
+
+    With ``watch``, or ``signals`` (``run``'s servers, SIGHUP reloading), the manifest follows
+    its files (``composer.serve.reloading``)."""
     if config.metrics:
         record_metrics_always()  # whatever runtime.metrics says: /metrics must not be empty
     traces = not config.mcp_stdio and traced()
@@ -138,6 +147,16 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
         accepted = callers.principals.principals
     else:
         accepted = (DEFAULT_PRINCIPAL,) if callers.token is not None else (LOCAL_PRINCIPAL,)
+    reloader = None
+    if (config.watch or signals) and not config.mcp_stdio:
+        if manifest.path is not None:
+            reloader = Reloader(
+                manifest.path,
+                watch=config.watch,
+                accept=functools.partial(check_isolation, principals=accepted),
+            )
+        elif config.watch:
+            raise ServeError("--watch follows a manifest's files: this one was read from none")
     service = ContextService(
         manifest,
         env=config.env,
@@ -145,6 +164,7 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
         idle_ttl_s=config.branch_ttl,
         principals=accepted,
         state=_state(config),
+        reloader=reloader,
     )
     if not config.mcp_stdio:
         check_bind(config.host, callers.token if callers.principals is None else "principals")
@@ -158,6 +178,7 @@ def build(manifest: Manifest, config: ServerConfig) -> Server:
         access_log=config.access_log,
         traces=traces,
         console=_console(config, service, callers) if not config.mcp_stdio else None,
+        reload_signals=signals,
     )
     return Server(config, service, callers, options, stdio_principal)
 
@@ -187,7 +208,8 @@ def run(
     started: Callable[[Listening], None] | None = None,
 ) -> None:
     """Serve ``manifest`` as ``composer serve`` does with ``config``, until SIGTERM or
-    SIGINT stops it gracefully (or, with ``mcp_stdio``, until the client leaves).
+    SIGINT stops it gracefully (or, with ``mcp_stdio``, until the client leaves); SIGHUP
+    reloads the manifest from its files (``composer.serve.reloading``).
     ``started`` hears where it listens (else that is logged by ``composer.serve``, INFO).
     With ``log_format="json"`` the server's log is JSON lines on standard error meanwhile.
     """
@@ -201,7 +223,7 @@ def run(
 def _run(
     manifest: Manifest, config: ServerConfig, started: Callable[[Listening], None] | None
 ) -> None:
-    server = build(manifest, config)
+    server = build(manifest, config, signals=True)
     if config.mcp_stdio:
         asyncio.run(run_stdio(server.service, server.stdio_principal))
         return
@@ -224,11 +246,20 @@ def _run(
         app = server.app()  # in each worker: its own app and session manager
         served = app if scraped is None else scraped.serving(app)
         more = () if scraped is None else (scraped.sock,)
-        forwarded = config.forwarded_allow_ips
-        serve(served, sock, limits=limits, forwarded_allow_ips=forwarded, started=heard, also=more)
+        serve(
+            served,
+            sock,
+            limits=limits,
+            forwarded_allow_ips=config.forwarded_allow_ips,
+            started=heard,
+            also=more,
+            drain_s=config.drain_delay,
+            draining=server.service.drain,
+        )
 
     if config.workers == 1:
-        work(announce)
+        with _hang_ups_ignored():  # until the app reloads on them: one must not end it
+            work(announce)
         return
     host, port = sock.getsockname()[:2]
     announce(f"http://{f'[{host}]' if ':' in host else host}:{port}")
@@ -236,6 +267,19 @@ def _run(
         code = run_workers(config.workers, work, ended=ended)
     if code != 0:
         raise ServeError("a worker stopped by itself; the others were stopped")
+
+
+@contextlib.contextmanager
+def _hang_ups_ignored() -> Iterator[None]:
+    """SIGHUP ignored meanwhile, in the main thread (elsewhere no signal can be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def _callers(config: ServerConfig) -> Callers:
@@ -315,5 +359,6 @@ def _console(config: ServerConfig, service: ContextService, callers: Callers) ->
         manifest=service.manifest,
         env=config.env,
         preview=config.console_preview,
+        follow=(lambda: service.manifest) if service.reloader is not None else None,
     )
     return console_mount(console)

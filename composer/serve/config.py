@@ -25,6 +25,7 @@ from composer.serve.workers import MAX_WORKERS
 
 __all__ = [
     "EXTRA_HINT",
+    "MAX_DRAIN_DELAY_S",
     "METRICS_HINT",
     "TOKEN_VARIABLE",
     "ServerConfig",
@@ -39,6 +40,9 @@ EXTRA_HINT = "pip install 'context-composer[serve]'"
 """What installs everything a server imports."""
 
 METRICS_HINT = "pip install 'context-composer[metrics]'"
+
+MAX_DRAIN_DELAY_S = 60.0
+"""The longest ``--drain-delay``: past this a stop is a hang, whatever a load balancer lags."""
 """What ``--metrics`` needs besides: prometheus_client."""
 
 _OPTIONAL = frozenset(
@@ -119,6 +123,14 @@ class ServerConfig:
     metrics_port: int | None = None
     """With ``metrics``: also serve ``/metrics`` alone, without authentication, on this port
     of ``host``, for a scraper that cannot send a token (``run`` only; 0: any free port)."""
+    watch: bool = False
+    """Follow the manifest's files: an edit serves from each branch's next turn once it has
+    settled, a broken one keeps the last good manifest (``/readyz`` and ``/metrics`` say so);
+    ``run`` reloads on SIGHUP with or without it (``composer.serve.reloading``)."""
+    drain_delay: float = 0.0
+    """Seconds between SIGTERM and the graceful stop (``run`` only): ``/readyz`` answers
+    ``503 stopping`` and new connections are still served meanwhile, while a load balancer
+    takes the replica out."""
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -180,6 +192,10 @@ def _refusal(config: ServerConfig) -> str | None:
         return "--console-preview goes with --console"
     if config.principal is not None and not (config.mcp_stdio and config.principals is not None):
         return "--principal goes with --mcp-stdio and --principals"
+    if not 0 <= config.drain_delay <= MAX_DRAIN_DELAY_S:
+        return f"--drain-delay must be between 0 and {MAX_DRAIN_DELAY_S:g} seconds"
+    if config.watch and config.mcp_stdio:
+        return "--watch goes with HTTP, not --mcp-stdio"
     return _metrics_refused(config) or _workers_refused(config)
 
 
@@ -243,6 +259,8 @@ _KINDS = {
     "env": "text",
     "metrics": "flag",
     "metrics_port": "whole",
+    "watch": "flag",
+    "drain_delay": "number",
 }
 """Each field's kind of value, checked before any rule (a field missing here fails every
 config made, so a new option cannot go unchecked)."""

@@ -12,8 +12,8 @@ on loopback, no foreign Origin), the rate limits for all clients and per client,
 token, which names the request's principal, the rate limit per principal, then JSON bodies
 only (after the token: a wrong token is a ``401`` whatever its body's type). The rate limits
 count in the service's state store (``composer.serve.rates``). Health, readiness and the
-OpenAPI document are open: they say nothing of the manifest. The lifespan starts the MCP session manager, the providers' warm-up and the sweep
-of idle branches, and on shutdown closes every branch's registry and the manifest's shared
+OpenAPI document are open: they say nothing of the manifest. The lifespan starts the MCP session manager, the manifest's reloader when it follows its
+files (``composer.serve.reloading``), the providers' warm-up and the sweep of idle branches, and on shutdown closes every branch's registry and the manifest's shared
 state.
 """
 
@@ -116,6 +116,8 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
         return JsonResponse({"status": "ok"})
 
     async def ready(request: Request) -> Response:
+        if service.draining:  # stopping: no store to ask, the load balancer must let go
+            return JsonResponse(service.readiness().model_dump(mode="json"), status_code=503)
         await service.check_state()
         readiness = service.readiness()
         status = 200 if readiness.status == "ready" else 503
@@ -154,6 +156,7 @@ def create_app(service: ContextService, options: ServeOptions | None = None) -> 
             stack.push_async_callback(_close, service)  # after the MCP sessions ended
             if session_manager is not None:
                 await stack.enter_async_context(session_manager.run())
+            await service.start(signals=options.reload_signals)  # a followed manifest loads
             warming = asyncio.create_task(service.run_background())
             try:
                 yield

@@ -73,8 +73,9 @@ FIELDS = (
 """The fields a record carries as ``extra`` that a line writes (the access log's, the
 listening line's ``url``)."""
 
-_INFO_LOGGERS = ("composer.serve", "uvicorn.error")
-"""Whose ``info`` records are written too (the server's start, stop and access log)."""
+_INFO_LOGGERS = ("composer.serve", "composer.reload", "uvicorn.error")
+"""Whose ``info`` records are written too (the server's start, stop and access log, and each
+process's manifest reloads)."""
 
 _SKIPPED = frozenset({"composer.registry"})
 """A provider that raised or timed out: its turn's report and audit line say so already."""

@@ -33,6 +33,8 @@ __all__ = [
     "ManifestOut",
     "OutcomeOut",
     "Readiness",
+    "ReloadError",
+    "ReloadStatus",
     "ReportOut",
     "StateOut",
     "TurnRequest",
@@ -301,8 +303,47 @@ class AuditSinkStatus(_Body):
     )
 
 
+class ReloadError(_Body):
+    """Why the last edit of the manifest was not served: where, and what."""
+
+    message: str = Field(description="The first error, `path:line:column: message`, masked.")
+    path: str | None = Field(None, description="The file it is in (null: not a manifest error).")
+    line: int | None = None
+    column: int | None = None
+    time: float = Field(description="When the edit was refused (Unix time).")
+
+
+class ReloadStatus(_Body):
+    """The served manifest as it follows its files (`--watch`, SIGHUP)."""
+
+    watching: Literal["events", "poll", "manual"] | None = Field(
+        description=(
+            "How edits are noticed: file events, polling, or only on SIGHUP (`manual`); null "
+            "before the manifest is loaded."
+        )
+    )
+    generation: int = Field(description="1 for the manifest loaded first, +1 each reload.")
+    sha256: str | None = Field(
+        description="The serving manifest's revision, as the audit line's `manifest.sha256`."
+    )
+    reloads: int = Field(description="New manifests served after the first.")
+    failures: int = Field(description="Edits refused (the last good manifest kept serving).")
+    last_good_load: float | None = Field(
+        description="When the serving manifest was loaded (Unix time)."
+    )
+    error: ReloadError | None = Field(
+        None,
+        description=(
+            "The last edit that did not load, until one does; the server stays ready on the "
+            "last good manifest."
+        ),
+    )
+
+
 class Readiness(_Body):
-    status: Literal["ready", "starting"]
+    status: Literal["ready", "starting", "stopping"] = Field(
+        description="`stopping`: SIGTERM came, the server drains (`--drain-delay`)."
+    )
     warm_up_failures: dict[str, str] = Field(
         default_factory=dict,
         description="Providers whose warm-up failed (they fail again, contained, in their turns).",
@@ -316,6 +357,9 @@ class Readiness(_Body):
             "The manifest's `runtime.audit` sink, when it has one; a failing sink loses lines "
             "(counted) and never makes the server unready: turns go on."
         ),
+    )
+    reload: ReloadStatus | None = Field(
+        None, description="With a manifest that follows its files: its revision and last error."
     )
 
 

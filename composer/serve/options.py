@@ -46,3 +46,5 @@ class ServeOptions:
     """The web console's routes (``composer serve --console``), mounted at
     ``CONSOLE_PREFIX``: they authenticate their requests themselves (a bearer header or a
     session cookie)."""
+    reload_signals: bool = False
+    """SIGHUP reloads the manifest (``run``'s servers, each in a process of its own)."""

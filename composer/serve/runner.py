@@ -3,8 +3,9 @@
 The socket is bound here, before uvicorn starts, so that ``--port 0`` can say which port it
 got. Connections are bounded (``composer.serve.connections``: a request deadline, per-client
 and total caps below the descriptor limit, raised to its hard limit first). uvicorn stops on
-SIGINT or SIGTERM: it stops accepting, lets requests in flight finish (for up to
-``graceful_s``), then runs the app's shutdown, which closes every provider; the command then
+SIGINT or SIGTERM (after ``drain_s``, ``--drain-delay``, in which readiness is false and
+new connections are still served while a load balancer lets go): it stops accepting, lets
+requests in flight finish (for up to ``graceful_s``), then runs the app's shutdown, which closes every provider; the command then
 exits 0. Client addresses come from the socket unless ``forwarded_allow_ips`` names the
 reverse proxies whose ``X-Forwarded-For`` is trusted.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -67,9 +69,13 @@ def serve(
     forwarded_allow_ips: str | None = None,
     started: Callable[[str], None] | None = None,
     also: Sequence[socket.socket] = (),
+    drain_s: float = 0.0,
+    draining: Callable[[], None] | None = None,
 ) -> None:
     """Run ``app`` on ``sock`` (and the sockets ``also``, under the same bounds) until a
-    signal stops it; ``started`` hears the URL of ``sock``."""
+    signal stops it; ``started`` hears the URL of ``sock``. With ``drain_s``, the first
+    SIGTERM or SIGINT calls ``draining`` (readiness turns false) and the server goes on
+    accepting for ``drain_s`` seconds before its graceful stop; a second signal stops it now."""
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     config = uvicorn.Config(
@@ -84,7 +90,7 @@ def serve(
         timeout_graceful_shutdown=graceful_s,
         log_config=None,  # the command's own handler masks secrets in every record
     )
-    server = uvicorn.Server(config)
+    server = _Draining(config, drain_s, draining)
     if started is not None:
         started(f"http://{shown}:{port}")
     # uvicorn raises the signal again once it has stopped gracefully, for the handler that was
@@ -98,6 +104,32 @@ def serve(
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+class _Draining(uvicorn.Server):
+    """uvicorn's server, whose first stop signal starts a drain of ``drain_s`` seconds."""
+
+    def __init__(
+        self, config: uvicorn.Config, drain_s: float, draining: Callable[[], None] | None
+    ) -> None:
+        super().__init__(config)
+        self._drain_s = drain_s
+        self._draining = draining
+        self._drain_ends: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._drain_s <= 0 or self._drain_ends is not None or self.should_exit:
+            super().handle_exit(sig, frame)
+            return
+        self._captured_signals.append(sig)  # raised again once stopped, as uvicorn does
+        self._drain_ends = time.monotonic() + self._drain_s  # main_loop ticks each 0.1 s
+        if self._draining is not None:
+            self._draining()
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._drain_ends is not None and time.monotonic() >= self._drain_ends:
+            self.should_exit = True
+        return await super().on_tick(counter)
 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:

@@ -55,6 +55,7 @@ from composer.serve.models import (
     WritebackResultOut,
 )
 from composer.serve.principals import LOCAL_PRINCIPAL, bind
+from composer.serve.reloading import Reloader
 from composer.serve.state import BranchRecord, ProcessState, StateStore, report_summary
 from composer.serve.tenancy import check_isolation
 from composer.turn import Branch, Instruction, prepare_turn, render_guidance
@@ -82,7 +83,9 @@ class ContextService(AsyncCloseable):
     they do not all bind is refused here, before the first request (``check_isolation``).
 
     The service owns the manifest it is given: ``aclose`` (or leaving ``async with``) closes
-    every branch's registry, then the manifest's shared state.
+    every branch's registry, then the manifest's shared state. With a ``reloader``
+    (``composer.serve.reloading``), ``start`` loads the manifest it follows, which serves from
+    then on: each branch's registry moves to a new version at its next turn.
     """
 
     def __init__(
@@ -94,9 +97,13 @@ class ContextService(AsyncCloseable):
         idle_ttl_s: float = 3600.0,
         principals: Sequence[Principal] = (LOCAL_PRINCIPAL,),
         state: StateStore | None = None,
+        reloader: Reloader | None = None,
     ) -> None:
         check_isolation(manifest, principals)
-        self.manifest = manifest
+        self._manifest = manifest
+        self.reloader = reloader
+        self.draining = False
+        """SIGTERM came: readiness says ``stopping`` while the server drains."""
         self.env = env
         self.branches = BranchStore(
             self._new_branch, max_branches=max_branches, idle_ttl_s=idle_ttl_s
@@ -107,10 +114,29 @@ class ContextService(AsyncCloseable):
         self.state_error: str | None = None
         self._state_checked = -STATE_CHECK_S
 
+    @property
+    def manifest(self) -> Manifest:
+        """The manifest serving now: the one given, or its watcher's last good one."""
+        reloader = self.reloader
+        return reloader.manifest if reloader is not None and reloader.started else self._manifest
+
     def _new_branch(self, key: str) -> BranchEntry:
         branch = _ServedBranch(None)
         branch.id = key.partition("/")[2]
-        return BranchEntry(branch, attach(branch, self.manifest))
+        reloader = self.reloader
+        if reloader is not None and reloader.started:
+            return BranchEntry(branch, reloader.attach(branch))
+        return BranchEntry(branch, attach(branch, self._manifest))
+
+    def drain(self) -> None:
+        """SIGTERM came (``--drain-delay``): readiness says ``stopping`` from now on."""
+        self.draining = True
+
+    async def start(self, *, signals: bool = False) -> None:
+        """Before the first request: with a reloader, load the manifest it follows (each
+        worker its own) and, with ``signals``, reload on SIGHUP."""
+        if self.reloader is not None:
+            await self.reloader.start(signals=signals)
 
     async def warm_up(self) -> None:
         """Build what the providers can build ahead of the first turn (indexes, sessions);
@@ -161,8 +187,9 @@ class ContextService(AsyncCloseable):
 
     def readiness(self) -> Readiness:
         ready = self.ready and self.state_error is None
+        reloader = self.reloader
         return Readiness(
-            status="ready" if ready else "starting",
+            status="stopping" if self.draining else "ready" if ready else "starting",
             warm_up_failures=dict(self.warm_up_failures),
             state=StateOut(
                 kind=self.state.kind,
@@ -171,6 +198,7 @@ class ContextService(AsyncCloseable):
                 error=self.state_error,
             ),
             audit=self._audit_status(),
+            reload=reloader.status(self.manifest.redact) if reloader is not None else None,
         )
 
     def _audit_status(self) -> AuditSinkStatus | None:
@@ -355,14 +383,19 @@ class ContextService(AsyncCloseable):
         return masked
 
     async def aclose(self) -> None:
-        """Close every branch's registry, the state store, then the manifest's shared state."""
+        """Close every branch's registry, the state store, then the manifests' shared state
+        (the reloader's too)."""
         try:
             await self.branches.aclose()
         finally:
             try:
                 await self.state.aclose()
             finally:
-                await self.manifest.aclose()
+                try:
+                    if self.reloader is not None:
+                        await self.reloader.aclose()
+                finally:
+                    await self._manifest.aclose()
 
 
 def _failure(error: Exception) -> str:

@@ -8,7 +8,7 @@ on write). The workers share no memory: a branch's turns may land on any of them
 why ``--workers`` above 1 needs a shared ``--state`` (as replicas behind a load balancer do).
 
 The parent only supervises: SIGTERM or SIGINT is passed on to every worker, which stops
-gracefully; a worker that dies on its own stops the others and the command fails (the
+gracefully (SIGHUP too, which makes each reload its manifest: ``composer.serve.reloading``); a worker that dies on its own stops the others and the command fails (the
 supervisor above, a container runtime, starts it again), rather than serving on with fewer
 workers than asked.
 """
@@ -44,7 +44,12 @@ def run_workers(
         for pid in list(children):
             _signal(pid, signal.SIGTERM)
 
+    def hang_up(signum: int, frame: FrameType | None) -> None:
+        for pid in list(children):
+            _signal(pid, signal.SIGHUP)
+
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, hang_up)
     failed = False
     try:
         for _ in range(count):
@@ -52,6 +57,8 @@ def run_workers(
             if pid == 0:  # the worker: serve, then leave without running the parent's code
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
+                # until its app reloads on SIGHUP, a hang-up must not end the worker
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
                 code = 0
                 try:
                     work()

@@ -25,6 +25,7 @@ from observe.conftest import write
 
 import composer
 from composer.errors import ManifestError
+from reload.waiting import eventually
 
 EDITS = 100
 BRANCHES = 20
@@ -63,14 +64,6 @@ def replace(path: Path, text: str) -> None:
 
 def grown(count: Callable[[], int], start: int) -> Callable[[], bool]:
     return lambda: count() > start
-
-
-async def eventually(test: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not test():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        await asyncio.sleep(0.005)
 
 
 async def test_reloads_under_load_keep_every_turn_whole(tmp_path: Path, status_url: str) -> None:

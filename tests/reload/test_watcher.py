@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +18,7 @@ from composer.catalog import ProviderTypes
 from composer.errors import ManifestError
 from composer.observe import report_history
 from composer.plugin import BuildContext, ProviderConfig, ProviderType
+from reload.waiting import blocks, eventually
 
 
 class GateConfig(ProviderConfig):
@@ -85,26 +85,11 @@ TYPES = ProviderTypes(
 )
 
 
-async def eventually(test: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    """Wait until ``test()`` holds; fail after ``timeout`` (a bound that only catches a hang)."""
-    deadline = time.monotonic() + timeout
-    while not test():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        await asyncio.sleep(0.01)
-
-
 def static(text: str, budget: int = 100) -> str:
     return (
         f"version: 1\nbudget: {budget}\nruntime: {{report: {{history: 10}}}}\n"
         f"providers:\n  - {{name: a, type: static, text: {text!r}}}\n"
     )
-
-
-async def blocks(branch: composer.Branch) -> list[str]:
-    turn = await composer.prepare_turn(branch, "x")
-    assert turn.report is not None
-    return turn.report.blocks
 
 
 async def test_a_valid_edit_is_served_and_a_broken_one_keeps_the_last_good(tmp_path: Path) -> None:

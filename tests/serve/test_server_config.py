@@ -67,6 +67,14 @@ RULES: list[tuple[list[str], dict[str, Any], str]] = [
         {"workers": 2, "state": "redis://127.0.0.1", "mcp_stdio": True},
         "--workers goes with HTTP, not --mcp-stdio",
     ),
+    (["--drain-delay", "-1"], {"drain_delay": -1.0}, "--drain-delay must be between 0 and 60"),
+    (["--drain-delay", "61"], {"drain_delay": 61.0}, "--drain-delay must be between 0 and 60"),
+    (["--drain-delay", "inf"], {"drain_delay": math.inf}, "--drain-delay must be between"),
+    (
+        ["--watch", "--mcp-stdio"],
+        {"watch": True, "mcp_stdio": True},
+        "--watch goes with HTTP, not --mcp-stdio",
+    ),
 ]
 
 
@@ -96,6 +104,8 @@ def test_each_rule_is_one_serve_error_the_command_line_prints_too(
         ({"principals": 7}, "--principals must be a path"),
         ({"log_format": 1}, "--log-format must be text"),
         ({"log_format": "xml"}, "--log-format must be one of text, json"),
+        ({"drain_delay": math.nan}, "--drain-delay must be a number"),
+        ({"watch": "yes"}, "--watch is a flag: True or False"),
     ],
 )
 def test_a_value_of_the_wrong_kind_is_refused_naming_the_option(

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 from composer.cli.exit_codes import FAILURE, SUCCESS, USAGE
 from composer.cli.options import add_manifest_arguments, manifest_from
 from composer.errors import ServeError
-from composer.serve.config import EXTRA_HINT, ServerConfig, install_hint, missing_modules
+from composer.serve.config import (
+    EXTRA_HINT,
+    MAX_DRAIN_DELAY_S,
+    ServerConfig,
+    install_hint,
+    missing_modules,
+)
 from composer.serve.logs import LOG_FORMATS
 
 if TYPE_CHECKING:
@@ -185,6 +191,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="with --metrics: also serve /metrics alone on this port of --host, WITHOUT a "
         "token, for a scraper that cannot send one (reach it only from inside the cluster)",
+    )
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="follow MANIFEST's files (a ConfigMap's swapped folder too): an edit serves from "
+        "each branch's next turn once it has settled; a broken edit keeps the last good "
+        "manifest, said by /readyz, /metrics and the log with its file, line and column; each "
+        "worker follows alike. SIGHUP reloads with or without it",
+    )
+    parser.add_argument(
+        "--drain-delay",
+        type=float,
+        default=_DEFAULT.drain_delay,
+        metavar="SECONDS",
+        help="on SIGTERM, answer /readyz 503 and keep serving new connections this long "
+        f"(at most {MAX_DRAIN_DELAY_S:g}) before the graceful stop, while a load balancer "
+        "takes the server out (default: 0)",
     )
 
 
