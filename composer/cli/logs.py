@@ -85,11 +85,19 @@ class OneLineHandler(logging.Handler):
     counted, at most every ``REPEATS_EVERY_S`` and at ``close``.
     """
 
-    def __init__(self, output: Output, redact: Callable[[str], str], *, live: bool = False) -> None:
+    def __init__(
+        self,
+        output: Output,
+        redact: Callable[[str], str],
+        *,
+        live: bool = False,
+        ignore: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(logging.WARNING)
         self.output = output
         self.redact = redact
         self.live = live
+        self.ignore = ("composer.registry", *ignore)
         self.repeats_every_s = REPEATS_EVERY_S
         self._causes: dict[str, list[float]] = {}  # line -> [repeats not yet printed, when]
         self.addFilter(MaskRecords(redact))
@@ -100,8 +108,8 @@ class OneLineHandler(logging.Handler):
         self._first_line = first_line
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name == "composer.registry":
-            return  # a provider that raised or timed out: its row already says so, once
+        if any(record.name == name or record.name.startswith(f"{name}.") for name in self.ignore):
+            return  # composer.registry: a provider that raised or timed out, its row says so
         first_line = self._first_line
         try:
             message = record.getMessage().rstrip()  # libpq ends its messages with a newline
@@ -156,12 +164,17 @@ class OneLineHandler(logging.Handler):
 
 @contextlib.contextmanager
 def log_records_to(
-    output: Output, redact: Callable[[str], str], *, live: bool = False
+    output: Output,
+    redact: Callable[[str], str],
+    *,
+    live: bool = False,
+    ignore: tuple[str, ...] = (),
 ) -> Iterator[None]:
     """Route warnings logged while a command runs (a provider that raised, a library's
     connection error), and those of ``warnings.warn``, through ``redact``, every logger's
-    records alike, one line per cause (``OneLineHandler``)."""
-    handler = OneLineHandler(output, redact, live=live)
+    records alike, one line per cause (``OneLineHandler``); but those of the loggers named in
+    ``ignore`` (and below them), whose news the command says itself."""
+    handler = OneLineHandler(output, redact, live=live, ignore=ignore)
     root = logging.getLogger()
     root.addHandler(handler)
     shown = warnings.showwarning

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar, cast
 
 from composer._closing import AsyncCloseable
@@ -57,10 +57,11 @@ from composer.serve.models import (
 from composer.serve.principals import LOCAL_PRINCIPAL, bind
 from composer.serve.reloading import Reloader
 from composer.serve.state import BranchRecord, ProcessState, StateStore, report_summary
+from composer.serve.state.base import map_strings
 from composer.serve.tenancy import check_isolation
 from composer.turn import Branch, Instruction, prepare_turn, render_guidance
 
-__all__ = ["STATE_CHECK_S", "ContextService", "mask_strings"]
+__all__ = ["STATE_CHECK_S", "ContextService"]
 
 logger = logging.getLogger(__name__)
 
@@ -379,7 +380,7 @@ class ContextService(AsyncCloseable):
 
     def masked(self, data: dict[str, Any]) -> dict[str, Any]:
         """``data`` with the manifest's secrets masked in every string."""
-        masked: dict[str, Any] = mask_strings(data, self.manifest.redact)
+        masked: dict[str, Any] = map_strings(data, self.manifest.redact)
         return masked
 
     async def aclose(self) -> None:
@@ -407,18 +408,3 @@ def _failure(error: Exception) -> str:
 def _key(principal: Principal, branch_id: str) -> str:
     """Where the principal's branch is kept: names and ids hold no ``/``."""
     return f"{principal.name}/{branch_id}"
-
-
-def mask_strings(data: Any, redact: Callable[[str], str]) -> Any:
-    """``data`` (JSON data) with ``redact`` applied to every string, keys included.
-
-    Masking values rather than serialised text keeps the JSON valid and catches a secret that
-    JSON escaping would have changed.
-    """
-    if isinstance(data, str):
-        return redact(data)
-    if isinstance(data, dict):
-        return {redact(key): mask_strings(value, redact) for key, value in data.items()}
-    if isinstance(data, list):
-        return [mask_strings(value, redact) for value in data]
-    return data

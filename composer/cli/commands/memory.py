@@ -113,8 +113,11 @@ def run(args: argparse.Namespace, output: Output) -> int:
     try:
         import asyncio  # here: --help and --version do not pay for it
 
-        # a driver's retries (psycopg_pool logs each refused connection): one masked line
-        with log_records_to(output, lambda text: redact(text, [p for p in passwords if p])):
+        # a driver's retries (psycopg_pool logs each refused connection): one masked line;
+        # a store's own warnings (a broken line) are this command's errors, said once
+        mask = [p for p in passwords if p]
+        ours = ("composer", "builtin_providers")
+        with log_records_to(output, lambda text: redact(text, mask), ignore=ours):
             return asyncio.run(act())
     except ValueError as e:
         output.error(f"composer memory: {e}")
