@@ -108,6 +108,8 @@ MARKED: dict[str, tuple[str, ...]] = {
     "manifest/test_manifest_overlays.py": ("services",),
     # a wheel built and installed, with every extra, into a fresh venv by its own pip
     "test_install_extras.py": ("slow",),
+    # the whole documentation site built by mkdocs (CI builds it on its own too)
+    "test_docs.py::test_the_site_builds_with_strict": ("slow",),
     # each Kubernetes overlay's manifest serves a turn with its PostgreSQL and Redis
     "test_kubernetes.py::test_each_overlay_serves_a_turn_from_the_kubelet_s_layout_with_its_stores": (
         "services",
