@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from memory.services import free_port, require_postgres_extra
 
+from builtin_providers.stores import PostgresMemoryStore, open_store
 from composer.cli.main import main
 
 RECORDS: list[dict[str, Any]] = [
@@ -92,3 +93,23 @@ def test_a_failing_store_exits_1_without_its_password(capsys: pytest.CaptureFixt
     assert len(retries) == 1, err  # the pool's retries, one counted line
     assert retries[0].startswith("composer: warning: ")
     assert retries[0].endswith(" times)")
+
+
+@pytest.mark.parametrize(
+    ("query", "waited"),
+    [
+        ("", 5.0),
+        ("?connect_timeout=7", 7.0),
+        ("?connect_timeout=1", 2.0),
+        ("?connect_timeout=999", 60.0),
+        ("?connect_timeout=soon", 5.0),
+        ("?connect_timeout=0", 5.0),
+    ],
+)
+def test_a_urls_connect_timeout_is_how_long_a_connection_is_waited_for(
+    query: str, waited: float
+) -> None:
+    """As libpq reads it (1 is 2, 0 or none is the store's default), bounded."""
+    store = open_store(f"postgresql://agent:pw@127.0.0.1:5432/test{query}", schema="composer")
+    assert isinstance(store, PostgresMemoryStore)
+    assert store.connect_timeout_s == waited

@@ -147,15 +147,16 @@ def hostile_path(rng: random.Random) -> str:
     )
 
 
-def test_thousands_of_distinct_paths_and_methods_make_a_bounded_number_of_series(
+def test_a_thousand_distinct_paths_and_methods_make_a_bounded_number_of_series(
     guarded: TestClient,
 ) -> None:
     """A scan of random paths and made-up methods adds at most one series per method and
     status to ``unmatched``, never one per path."""
     rng = random.Random(35)
+    read(guarded)  # the scrape's own series exists before what is compared (run alone too)
     before = read(guarded)
     methods = ["GET", "POST", "DELETE", "PROPFIND", "BREW", "get", "X" * 40]
-    sent = 3000
+    sent = 1000
     for _ in range(sent):
         answer = guarded.request(rng.choice(methods), hostile_path(rng), headers=AUTH)
         assert answer.status_code < 500
