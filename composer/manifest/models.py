@@ -635,6 +635,12 @@ class Manifest(StrictModel, AsyncCloseable):
         """``text`` with every value that came from a ``${VAR}`` replaced by ``***``."""
         return redact(text, self._secrets)
 
+    @property
+    def secrets(self) -> frozenset[str]:
+        """What ``redact`` masks: for masking that outlives this manifest (a server's log
+        lines after a reload mask the secrets of every manifest it has served)."""
+        return self._secrets
+
 
 def map_strings(data: Any, change: Callable[[str], str]) -> Any:
     """``data`` (a JSON value) with ``change`` applied to every string value in it (not to

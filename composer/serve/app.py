@@ -55,7 +55,7 @@ from composer.serve.principals import (
     Principals,
     load_principals,
 )
-from composer.serve.reloading import Reloader
+from composer.serve.reloading import Reloader, mask_served
 from composer.serve.runner import Listening, bind, serve
 from composer.serve.service import ContextService
 from composer.serve.state import StateStore, open_state
@@ -215,7 +215,8 @@ def run(
     """
     config = config or ServerConfig()
     logs: AbstractContextManager[None]
-    logs = json_logs(masking(manifest.redact)) if config.log_format == "json" else nullcontext()
+    redact = masking(lambda text: mask_served(manifest.redact(text)))  # reloads' secrets too
+    logs = json_logs(redact) if config.log_format == "json" else nullcontext()
     with logs:
         _run(manifest, config, started)
 

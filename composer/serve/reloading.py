@@ -27,18 +27,29 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from composer.errors import ManifestError
-from composer.manifest import Manifest
+from composer.manifest import Manifest, redact
 from composer.observe.observer import revision
 from composer.reload import ManifestWatcher, WatchedRegistry
 from composer.reload.watcher import WatchMode
 from composer.serve.models import ReloadError, ReloadStatus
 
-__all__ = ["Reloader"]
+__all__ = ["Reloader", "mask_served"]
 
 logger = logging.getLogger("composer.serve")
 
 _MESSAGE_CHARS = 2000
 """What ``/readyz`` shows of an error at most: a probe's answer stays small."""
+
+_SERVED_SECRETS: set[str] = set()
+"""The secrets of every manifest a ``Reloader`` of this process has accepted."""
+
+
+def mask_served(text: str) -> str:
+    """``text`` with the secrets of every manifest this process's reloads have served (or
+    tried to) masked as ``***``: the server's log lines are masked by the manifest it started
+    with and by this, so that a secret a reloaded manifest brings is masked there too."""
+    return redact(text, _SERVED_SECRETS) if _SERVED_SECRETS else text
+
 
 _WATCHING: dict[str, Literal["events", "poll", "manual"]] = {
     "events": "events",
@@ -62,7 +73,13 @@ class Reloader:
         # (a process's own cannot change; a program that set some meanwhile keeps them)
         environ = dict(os.environ)
         mode: WatchMode = "auto" if watch else "manual"
-        self.watcher = ManifestWatcher(path, watch=mode, accept=accept, environ=environ)
+
+        def accepting(manifest: Manifest) -> None:
+            _SERVED_SECRETS.update(manifest.secrets)  # first: masking more is never wrong
+            if accept is not None:
+                accept(manifest)
+
+        self.watcher = ManifestWatcher(path, watch=mode, accept=accepting, environ=environ)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signalled = False
         self._tasks: set[asyncio.Task[Any]] = set()

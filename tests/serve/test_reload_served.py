@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 from composer import load_manifest
 from composer.errors import ServeError
 from composer.serve import ServerConfig, create_app
-from composer.serve.reloading import Reloader
+from composer.serve.reloading import Reloader, mask_served
 from serve.apps import served
 
 WATCHING = ServerConfig(watch=True, metrics=True, rate_limit=0)
@@ -185,3 +185,21 @@ def test_readiness_shows_a_bounded_part_of_an_error_however_long(tmp_path: Path)
     assert "secret" not in error.message
     assert error.message.startswith("x" * 1990 + "***")
     assert (error.path, error.line, error.column, error.time) == (None, None, None, 1.0)
+
+
+def test_a_secret_a_reloaded_manifest_brings_is_masked_in_the_servers_lines(
+    tmp_path: Path,
+) -> None:
+    """The log lines of ``composer serve`` (its handler, the JSON log) are masked by the
+    manifest it started with and by ``mask_served``: a secret first read by a reload is
+    masked there too, from the moment that manifest is accepted."""
+    secret = f"reloaded-secret-{tmp_path.name}"
+    path, audit = tmp_path / "m.yaml", tmp_path / "turns.jsonl"
+    path.write_text(manifest("policy one", audit))
+    config = ServerConfig(watch=True, rate_limit=0)
+    with served(path, config, env={"RELOADED_SECRET": secret}) as client:
+        assert secret in mask_served(f"a line with {secret}")  # no manifest has it yet
+        replace(path, manifest("key ${RELOADED_SECRET}", audit))
+        eventually(lambda: reload_block(client)["generation"] == 2, "the edit served")
+        assert turn(client, 1)["guidance"] == "S\nkey ***"  # answers mask it too
+        assert mask_served(f"a line with {secret}") == "a line with ***"

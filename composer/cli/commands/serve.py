@@ -216,6 +216,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from composer.errors import ComposerError
     from composer.serve import run as serve
     from composer.serve.logs import event_line
+    from composer.serve.reloading import mask_served
     from composer.serve.telemetry import masking
 
     json_lines = args.log_format == "json"
@@ -238,7 +239,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     manifest = manifest_from(args, output)
     if manifest is None:
         return FAILURE
-    redact = masking(manifest.redact)  # the OTLP exporter's headers too
+    # the OTLP exporter's headers too, and what a reloaded manifest brings
+    redact = masking(lambda text: mask_served(manifest.redact(text)))
 
     def started(listening: Listening) -> None:
         if json_lines:
