@@ -642,15 +642,19 @@ class Manifest(StrictModel, AsyncCloseable):
         return self._secrets
 
 
-def map_strings(data: Any, change: Callable[[str], str]) -> Any:
-    """``data`` (a JSON value) with ``change`` applied to every string value in it (not to
-    keys: a document's keys are its own)."""
+def map_strings(data: Any, change: Callable[[str], str], *, keys: bool = False) -> Any:
+    """``data`` (a JSON value) with ``change`` applied to every string value in it, and with
+    ``keys`` to every key too (a client's metadata, whose keys are data; a document's keys are
+    its own)."""
     if isinstance(data, str):
         return change(data)
     if isinstance(data, dict):
-        return {key: map_strings(value, change) for key, value in data.items()}
+        return {
+            change(key) if keys else key: map_strings(value, change, keys=keys)
+            for key, value in data.items()
+        }
     if isinstance(data, list):
-        return [map_strings(value, change) for value in data]
+        return [map_strings(value, change, keys=keys) for value in data]
     return data
 
 

@@ -37,7 +37,7 @@ from composer._closing import AsyncCloseable
 from composer.branches import BranchEntry, BranchStore
 from composer.build import attach, build_registry
 from composer.errors import RequestRefused, ServeError
-from composer.manifest import Manifest
+from composer.manifest import Manifest, map_strings
 from composer.observe.audit.held import holding_audit
 from composer.outcomes import explain_turns
 from composer.principal import Principal, current_principal
@@ -57,7 +57,6 @@ from composer.serve.models import (
 from composer.serve.principals import LOCAL_PRINCIPAL, bind
 from composer.serve.reloading import Reloader
 from composer.serve.state import BranchRecord, ProcessState, StateStore, report_summary
-from composer.serve.state.base import map_strings
 from composer.serve.tenancy import check_isolation
 from composer.turn import Branch, Instruction, prepare_turn, render_guidance
 
@@ -380,7 +379,7 @@ class ContextService(AsyncCloseable):
 
     def masked(self, data: dict[str, Any]) -> dict[str, Any]:
         """``data`` with the manifest's secrets masked in every string."""
-        masked: dict[str, Any] = map_strings(data, self.manifest.redact)
+        masked: dict[str, Any] = map_strings(data, self.manifest.redact, keys=True)
         return masked
 
     async def aclose(self) -> None:

@@ -7,7 +7,6 @@ records are bounded (``cut``, ``report_summary``) the same way in each.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,6 @@ __all__ = [
     "StateStore",
     "TurnSlot",
     "cut",
-    "map_strings",
     "report_summary",
 ]
 
@@ -162,18 +160,3 @@ def cut(text: str | None) -> str | None:
     if text is None or len(text) <= MAX_TEXT:
         return text
     return text[:MAX_TEXT] + "\n[... cut: the composed text was longer than the state keeps]"
-
-
-def map_strings(data: Any, change: Callable[[str], str]) -> Any:
-    """``data`` (JSON data) with ``change`` applied to every string, keys included.
-
-    Changing values rather than serialised text keeps the JSON valid: masking catches a secret
-    that JSON escaping would have changed, and a store's escape (a NUL) reads back exactly.
-    """
-    if isinstance(data, str):
-        return change(data)
-    if isinstance(data, dict):
-        return {change(key): map_strings(value, change) for key, value in data.items()}
-    if isinstance(data, list):
-        return [map_strings(value, change) for value in data]
-    return data

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from composer._postgres import PostgresPools, with_schema
 from composer.errors import ServeError
 from composer.manifest.dsn import mask_url
-from composer.serve.state.base import BranchRecord, SharedState, TurnSlot, cut, map_strings
+from composer.manifest.models import map_strings
+from composer.serve.state.base import BranchRecord, SharedState, TurnSlot, cut
 from composer.serve.state.batch import Batcher
 from composer.serve.state.postgres_rates import CREATE_RATES, EXPIRE_RATES, PostgresRateStorage
 
@@ -321,7 +322,10 @@ def _stored_json(records: list[dict[str, Any]], values: tuple[str, ...]) -> str:
     if "\\u0000" not in dumped and "\\ue000" not in dumped:
         return dumped
     escaped = [
-        {key: map_strings(item, _escape) if key in values else item for key, item in record.items()}
+        {
+            key: map_strings(item, _escape, keys=True) if key in values else item
+            for key, item in record.items()
+        }
         for record in records
     ]
     return json.dumps(escaped)
@@ -329,7 +333,7 @@ def _stored_json(records: list[dict[str, Any]], values: tuple[str, ...]) -> str:
 
 def _read(value: Any) -> Any:
     """A stored text or jsonb value as it was given: the escapes undone."""
-    return map_strings(value, _unescape)
+    return map_strings(value, _unescape, keys=True)
 
 
 def _unescape(text: str) -> str:
