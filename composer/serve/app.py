@@ -55,11 +55,11 @@ from composer.serve.principals import (
     Principals,
     load_principals,
 )
-from composer.serve.reloading import Reloader, mask_served
+from composer.serve.reloading import Reloader, log_masking
 from composer.serve.runner import Listening, bind, serve
 from composer.serve.service import ContextService
 from composer.serve.state import StateStore, open_state
-from composer.serve.telemetry import masking, start_traces, traced
+from composer.serve.telemetry import start_traces, traced
 from composer.serve.tenancy import check_isolation
 from composer.serve.workers import run_workers
 
@@ -215,8 +215,7 @@ def run(
     """
     config = config or ServerConfig()
     logs: AbstractContextManager[None]
-    redact = masking(lambda text: mask_served(manifest.redact(text)))  # reloads' secrets too
-    logs = json_logs(redact) if config.log_format == "json" else nullcontext()
+    logs = json_logs(log_masking(manifest)) if config.log_format == "json" else nullcontext()
     with logs:
         _run(manifest, config, started)
 

@@ -32,8 +32,9 @@ from composer.observe.observer import revision
 from composer.reload import ManifestWatcher, WatchedRegistry
 from composer.reload.watcher import WatchMode
 from composer.serve.models import ReloadError, ReloadStatus
+from composer.serve.telemetry import masking
 
-__all__ = ["Reloader", "mask_served"]
+__all__ = ["Reloader", "log_masking", "mask_served"]
 
 logger = logging.getLogger("composer.serve")
 
@@ -49,6 +50,12 @@ def mask_served(text: str) -> str:
     tried to) masked as ``***``: the server's log lines are masked by the manifest it started
     with and by this, so that a secret a reloaded manifest brings is masked there too."""
     return redact(text, _SERVED_SECRETS) if _SERVED_SECRETS else text
+
+
+def log_masking(manifest: Manifest) -> Callable[[str], str]:
+    """How a server of ``manifest`` masks its log lines (the CLI's, the JSON log): by that
+    manifest, by those its reloads served (``mask_served``) and the OTLP exporter's secrets."""
+    return masking(lambda text: mask_served(manifest.redact(text)))
 
 
 _WATCHING: dict[str, Literal["events", "poll", "manual"]] = {

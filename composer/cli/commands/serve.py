@@ -216,8 +216,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from composer.errors import ComposerError
     from composer.serve import run as serve
     from composer.serve.logs import event_line
-    from composer.serve.reloading import mask_served
-    from composer.serve.telemetry import masking
+    from composer.serve.reloading import log_masking
 
     json_lines = args.log_format == "json"
 
@@ -239,8 +238,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     manifest = manifest_from(args, output)
     if manifest is None:
         return FAILURE
-    # the OTLP exporter's headers too, and what a reloaded manifest brings
-    redact = masking(lambda text: mask_served(manifest.redact(text)))
+    redact = log_masking(manifest)  # the OTLP exporter's headers, a reload's secrets too
 
     def started(listening: Listening) -> None:
         if json_lines:
