@@ -107,15 +107,15 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
     from composer.cli.logs import log_records_to
     from composer.manifest import redact
+    from composer.manifest.dsn import dsn_secrets
 
     specs = [getattr(args, name, None) for name in ("store", "source", "target")]
-    passwords = [_password(spec) for spec in specs if spec]
+    mask = [secret for spec in specs if spec for secret in dsn_secrets(spec)]
     try:
         import asyncio  # here: --help and --version do not pay for it
 
         # a driver's retries (psycopg_pool logs each refused connection): one masked line;
         # a store's own warnings (a broken line) are this command's errors, said once
-        mask = [p for p in passwords if p]
         ours = ("composer", "builtin_providers")
         with log_records_to(output, lambda text: redact(text, mask), ignore=ours):
             return asyncio.run(act())
@@ -127,17 +127,6 @@ def run(args: argparse.Namespace, output: Output) -> int:
         output.error(f"composer memory: {e}")
         _print_failure(args, output, str(e))
         return FAILURE
-
-
-def _password(spec: str) -> str | None:
-    """The password a store's URL carries, which no line may show."""
-    from urllib.parse import unquote, urlsplit
-
-    try:
-        password = urlsplit(spec).password
-    except ValueError:
-        return None
-    return None if password is None else unquote(password)
 
 
 def _print_failure(args: argparse.Namespace, output: Output, error: str) -> None:
