@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import json
+import marshal
 import subprocess
 import sys
 import textwrap
@@ -27,10 +29,20 @@ PUBLISHED_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 
 
+def vendored_tokens() -> list[bytes]:
+    """The decompressed token list shipped in composer/_data."""
+    gz = resources.files("composer._data").joinpath("o200k_base.tokens.gz").read_bytes()
+    tokens: list[bytes] = marshal.loads(gzip.decompress(gz))
+    return tokens
+
+
 def vendored_bytes() -> bytes:
-    """The decompressed rank file shipped in composer/_data."""
-    gz = resources.files("composer._data").joinpath("o200k_base.tiktoken.gz").read_bytes()
-    return gzip.decompress(gz)
+    """The published rank file, rebuilt from the vendored tokens here, independently of
+    ``composer.tokens``: line ``n`` is token ``n`` in base64 and its rank."""
+    return b"".join(
+        base64.b64encode(token) + b" " + str(rank).encode() + b"\n"
+        for rank, token in enumerate(vendored_tokens())
+    )
 
 
 def test_hello_world_is_two_tokens() -> None:
@@ -104,9 +116,11 @@ def test_tokenizer_loads_on_first_count_only(tmp_path: Path) -> None:
 
 
 def test_vendored_file_matches_the_published_sha256() -> None:
-    """The vendored file is o200k_base as OpenAI publishes it."""
+    """The vendored tokens are o200k_base as OpenAI publishes it: the text rebuilt from them
+    has the published SHA-256, and so has the one composer rebuilds for tiktoken's cache."""
     assert composer.tokens.O200K_BASE_SHA256 == PUBLISHED_SHA256
     assert hashlib.sha256(vendored_bytes()).hexdigest() == PUBLISHED_SHA256
+    assert composer.tokens.vendored_o200k_base() == vendored_bytes()
 
 
 class _FakeData:
@@ -139,17 +153,25 @@ def _serve(monkeypatch: pytest.MonkeyPatch, payload: bytes | Exception) -> None:
 def test_corrupted_file_fails_the_sha256_check(
     monkeypatch: pytest.MonkeyPatch, unloaded: None
 ) -> None:
-    """The file is verified against its SHA-256 at load: one changed rank is refused."""
-    raw = vendored_bytes()
-    first_line_end = raw.index(b"\n")
-    token, rank = raw[:first_line_end].split()
-    corrupted = token + b" " + str(int(rank) + 1).encode() + raw[first_line_end:]
-    _serve(monkeypatch, gzip.compress(corrupted, compresslevel=1))
-    with pytest.raises(TokenizerError, match=r"SHA-256 [0-9a-f]{64}, expected 446a9538"):
+    """The file is verified against its SHA-256 at load: two swapped ranks are refused."""
+    tokens = vendored_tokens()
+    tokens[0], tokens[1] = tokens[1], tokens[0]
+    _serve(monkeypatch, gzip.compress(marshal.dumps(tokens, 4), compresslevel=1))
+    with pytest.raises(TokenizerError, match=r"SHA-256 [0-9a-f]{64}, expected 908e97d4"):
         composer.tokens.encoding()
     assert not composer.tokens.is_loaded()
     with pytest.raises(TokenizerError):
         composer.count_tokens("hello world")
+
+
+def test_truncated_file_is_a_tokenizer_error(
+    monkeypatch: pytest.MonkeyPatch, unloaded: None
+) -> None:
+    """A gzip stream cut short (a partial download of a wheel, a full disk) is refused."""
+    whole = gzip.compress(marshal.dumps(vendored_tokens(), 4), compresslevel=1)
+    _serve(monkeypatch, whole[: len(whole) // 2])
+    with pytest.raises(TokenizerError, match="cannot read"):
+        composer.tokens.encoding()
 
 
 def test_garbage_file_is_a_tokenizer_error(monkeypatch: pytest.MonkeyPatch, unloaded: None) -> None:
@@ -162,7 +184,7 @@ def test_garbage_file_is_a_tokenizer_error(monkeypatch: pytest.MonkeyPatch, unlo
 
 def test_missing_file_is_a_tokenizer_error(monkeypatch: pytest.MonkeyPatch, unloaded: None) -> None:
     """A missing data file is a TokenizerError, a ComposerError."""
-    _serve(monkeypatch, FileNotFoundError("o200k_base.tiktoken.gz"))
+    _serve(monkeypatch, FileNotFoundError("o200k_base.tokens.gz"))
     with pytest.raises(composer.ComposerError, match="cannot read"):
         composer.tokens.encoding()
 
