@@ -153,7 +153,6 @@ def load_diagnosed(
     """``manifest_from`` without printing: the manifest, or None and its errors (each passed
     through ``shown``, files named as the command's output names them)."""
     from composer.errors import ManifestError, SettingsError
-    from composer.inspect.documents import diagnostic
     from composer.manifest.loader import load_manifest
 
     spelled = args.manifest if path is None else path
@@ -169,8 +168,12 @@ def load_diagnosed(
             interpolate=not args.no_interpolate,
         )
     except ManifestError as e:
+        from composer.inspect.documents import diagnostic  # its models only when they are needed
+
         return None, [diagnostic(show(error.location), show(error.message)) for error in e.errors]
     except SettingsError as e:
+        from composer.inspect.documents import diagnostic
+
         return None, [diagnostic(None, show(str(e)))]
     return manifest, []
 

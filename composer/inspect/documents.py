@@ -16,8 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from composer.inspect.described import DescribedModel
 from composer.outcomes import Outcome
 
 __all__ = [
@@ -49,11 +48,9 @@ __all__ = [
 ]
 
 
-class Document(BaseModel):
+class Document(DescribedModel):
     """A part of a JSON document: no key beyond those documented; each field's docstring is
     its description in the reference."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 _LOCATION = re.compile(r"(.+):(\d+):(\d+)", re.DOTALL)

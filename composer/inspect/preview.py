@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 from composer.build import build_registry
 from composer.catalog import ProviderTypes
 from composer.hooks import Progress
+from composer.inspect.described import DescribedModel
 from composer.manifest import Manifest, map_strings
 from composer.outcomes import Fate, Outcome, ProviderOutcome, explain_turns
 from composer.registry import ProviderReport
@@ -157,8 +158,8 @@ def fill_row(
         row.error = redact(error) if redact is not None else error
 
 
-class _Document(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+class _Document(DescribedModel):
+    pass
 
 
 class DocumentRow(_Document):
@@ -290,7 +291,7 @@ class PreviewDocument(_Document):
     """The registry's report of the turn."""
     guidance: str | None
     """The folded text the model would see: system text, blocks, guidance."""
-    explanations: list[DocumentExplanation] = []
+    explanations: list[DocumentExplanation] = Field(default=[])
     """One per registered provider with ``--explain`` (or when the manifest sets
     ``runtime.dedup``, ``runtime.admission: fill`` or ``runtime.explain``); else empty."""
 
