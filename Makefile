@@ -13,7 +13,7 @@ FLOORS_STAMP := $(FLOORS)/.installed
 # Every extra, so that every test runs (none skips for want of a package).
 EXTRAS := dev,lionagi,serve,postgres,redis,otel,metrics,watch,langchain,pydantic-ai,agent-framework,openai-agents
 
-.PHONY: demo test test-fast lint floors docs kubernetes-manifests clean
+.PHONY: demo test test-fast bench lint floors docs kubernetes-manifests clean
 
 $(STAMP): pyproject.toml
 	@echo "make: creating $(VENV) (again whenever pyproject.toml changes): composer, editable, with"
@@ -54,6 +54,16 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	@echo "make: the suite but the tests marked slow; make test and CI run those too"
 	$(BIN)/python -m pytest -m "not slow"
+
+# The quick benchmarks (about 2 minutes): a turn's constant blocks, cold start, memory per attached
+# branch, shared state (PostgreSQL and Redis when they answer), corpus build. Each prints ratios
+# against a baseline measured in the same run; benchmarks/README.md has earlier figures.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_gather.py --static-tokens 10000
+	$(BIN)/python benchmarks/bench_cold_start.py --runs 5
+	$(BIN)/python benchmarks/bench_branches.py --memory --branches 10000
+	$(BIN)/python benchmarks/bench_state.py --turns 500 --rounds 3
+	$(BIN)/python benchmarks/bench_corpus.py --passages 10000 --rounds 2
 
 # The pins come from pyproject.toml each time (.ci/floors.py, standard library only), so they
 # never drift from what is declared; `check` then shows pip installed exactly those.

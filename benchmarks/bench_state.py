@@ -13,7 +13,8 @@ over the in-process store (what ``--state`` adds a turn), and the round trips a 
 wire (a relay on 127.0.0.1 in front of the real server counts request/response exchanges).
 The rounds alternate the stores, so that the machine's load falls on each alike; the
 figures are the medians of the rounds. ``COMPOSER_BENCH_POSTGRES_DSN`` and
-``COMPOSER_BENCH_REDIS_URL`` name the servers (default: this machine's, as the tests use).
+``COMPOSER_BENCH_REDIS_URL`` name the servers (default: this machine's, as the tests use); a
+server that does not answer on its port is left out, and said so.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import statistics
 import sys
 import time
@@ -103,22 +105,34 @@ async def round_trips(url: str, default_port: int, schema: str, count: int) -> f
         relay.stop()
 
 
-async def drop(schema: str) -> None:
-    import psycopg
-    import redis.asyncio as redis
-    from psycopg import sql
-
-    async with await psycopg.AsyncConnection.connect(POSTGRES, autocommit=True) as conn:
-        await conn.execute(
-            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-        )
-    client = redis.Redis.from_url(REDIS)
+def reachable(url: str, port: int) -> bool:
+    """Whether a server answers on the host and port of ``url`` (within a second)."""
     try:
-        keys = [key async for key in client.scan_iter(match=f"*{schema}*")]
-        if keys:
-            await client.delete(*keys)
-    finally:
-        await client.aclose()
+        socket.create_connection(target(url, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+async def drop(schema: str, servers: set[str]) -> None:
+    if "PostgreSQL" in servers:
+        import psycopg
+        from psycopg import sql
+
+        async with await psycopg.AsyncConnection.connect(POSTGRES, autocommit=True) as conn:
+            await conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
+    if "Redis" in servers:
+        import redis.asyncio as redis
+
+        client = redis.Redis.from_url(REDIS)
+        try:
+            keys = [key async for key in client.scan_iter(match=f"*{schema}*")]
+            if keys:
+                await client.delete(*keys)
+        finally:
+            await client.aclose()
 
 
 async def main() -> None:
@@ -127,7 +141,12 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     schema = f"bench_state_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    urls = {"in-process": None, "PostgreSQL": POSTGRES, "Redis": REDIS}
+    servers = {"PostgreSQL": (POSTGRES, 5432), "Redis": (REDIS, 6379)}
+    for name, (url, port) in list(servers.items()):
+        if not reachable(url, port):
+            print(f"{name}: nothing answers at {target(url, port)}; left out")
+            del servers[name]
+    urls = {"in-process": None, **{name: url for name, (url, _) in servers.items()}}
     stores = {name: open_state(url, schema=schema) for name, url in urls.items()}
     cpu: dict[str, list[float]] = {name: [] for name in stores}
     try:
@@ -135,17 +154,13 @@ async def main() -> None:
             for name, store in stores.items():
                 cpu[name].append(await measure(store, args.turns))
         trips = {
-            "PostgreSQL": await round_trips(POSTGRES, 5432, schema, 600),
-            "Redis": await round_trips(REDIS, 6379, schema, 600),
+            name: await round_trips(url, port, schema, 600) for name, (url, port) in servers.items()
         }
-        lone = {
-            "PostgreSQL": await lone_trips(POSTGRES, 5432, schema),
-            "Redis": await lone_trips(REDIS, 6379, schema),
-        }
+        lone = {name: await lone_trips(url, port, schema) for name, (url, port) in servers.items()}
     finally:
         for store in stores.values():
             await store.aclose()
-        await drop(schema)
+        await drop(schema, set(servers))
     base = statistics.median(cpu["in-process"])
     print(
         f"{args.turns} turns over {BRANCHES} branches, {CONCURRENCY} in flight, "
