@@ -357,7 +357,7 @@ def _seed_problems(seed: Path) -> list[Problem]:
     if not seed.is_file():
         return [Problem(("source", "seed"), f"no such file: {seed}")]
     try:
-        broken = JsonlMemoryStore(seed).broken_lines()
+        broken = JsonlMemoryStore(seed, read_links=True).broken_lines()
     except StoreError as e:
         return [Problem(("source", "seed"), str(e))]
     except OSError as e:

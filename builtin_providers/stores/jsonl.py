@@ -161,11 +161,19 @@ class JsonlMemoryStore:
     The file is capped (``max_bytes``): a file grown past it fails the provider with a clear
     error instead of exhausting memory. Items can expire (``expires_at``) but are never
     deleted: a cap on written-back items needs SQLite or PostgreSQL.
+
+    The file is never opened through a symlink, except for reading with ``read_links`` (a seed,
+    which is only read: a Kubernetes ConfigMap's files are links into a hidden folder beside
+    them), and then only to a file inside the folder that holds the link. It must be a regular
+    file.
     """
 
-    def __init__(self, path: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, path: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES, read_links: bool = False
+    ) -> None:
         self.path = Path(path)
         self.max_bytes = max_bytes
+        self.read_links = read_links
         self._lock = threading.Lock()
         self._parsed = _Parsed()
         self._broken: list[tuple[int, str]] | None = None  # skipped lines, kept, not logged
@@ -259,7 +267,7 @@ class JsonlMemoryStore:
     def broken_lines(self) -> list[tuple[int, str]]:
         """Each line a read skips (its number, why), from a fresh read of the whole file: what
         ``composer validate`` reports of a seed. Raises as a read does (OSError, StoreError)."""
-        fresh = JsonlMemoryStore(self.path, max_bytes=self.max_bytes)
+        fresh = JsonlMemoryStore(self.path, max_bytes=self.max_bytes, read_links=self.read_links)
         fresh._broken = []
         fresh._read()
         return fresh._broken
@@ -440,10 +448,25 @@ class JsonlMemoryStore:
             raise
         return fd
 
+    def _inside_its_folder(self) -> Path:
+        """Where the links from ``path`` lead, when that is inside the folder holding it."""
+        folder = Path(os.path.realpath(self.path.parent))
+        target = Path(os.path.realpath(self.path))
+        if not target.is_relative_to(folder):
+            raise StoreError(
+                f"memory file {self.path} links out of its folder, to {target}: a seed's links "
+                "are followed only inside it, as a ConfigMap's are (name the file itself)"
+            )
+        return target
+
     def _open(self, flags: int) -> int:
-        """A descriptor on the memory file itself: never through a link, never a non-file."""
+        """A descriptor on the memory file itself: never through a link (but to read one with
+        ``read_links``), never a non-file."""
+        path = self.path
+        if self.read_links and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) == 0:
+            path = self._inside_its_folder()
         try:
-            fd = os.open(self.path, flags | _NOFOLLOW | _NONBLOCK | _CLOEXEC, 0o600)
+            fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK | _CLOEXEC, 0o600)
         except OSError as e:
             if e.errno != errno.ENOENT and os.path.islink(self.path):
                 raise StoreError(

@@ -394,7 +394,7 @@ class PostgresMemoryStore:
         self._ready = True
 
     async def _import_seed(self, conn: AsyncConnection[Any], seed: Path) -> None:
-        items = await asyncio.to_thread(JsonlMemoryStore(seed).items)
+        items = await asyncio.to_thread(JsonlMemoryStore(seed, read_links=True).items)
         digest = digest_of(items)
         if await self._meta(conn, "seed") != digest:
             await self._insert(conn, items, False)

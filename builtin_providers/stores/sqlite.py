@@ -352,7 +352,7 @@ class SqliteMemoryStore:
             os.close(fd)
 
     def _import_seed(self, conn: sqlite3.Connection, seed: Path) -> None:
-        items = JsonlMemoryStore(seed).items()
+        items = JsonlMemoryStore(seed, read_links=True).items()
         digest = digest_of(items)
         with _transaction(conn):
             row = conn.execute("SELECT value FROM store_meta WHERE key = 'seed'").fetchone()

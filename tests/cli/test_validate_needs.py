@@ -5,6 +5,7 @@ started, nothing connected."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -228,17 +229,38 @@ def test_a_good_seed_is_valid_and_many_broken_lines_are_counted(
     assert err[10].endswith(f"source.seed: {seed}: 15 more broken line(s)")
 
 
-def test_a_seed_the_store_refuses_is_an_error(
+def test_a_seed_linking_out_of_its_folder_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    put(tmp_path / "real.jsonl", '{"content": "a"}\n')
-    (tmp_path / "seed.jsonl").symlink_to(tmp_path / "real.jsonl")
-    m = put(tmp_path / "m.yaml", SEEDED)
+    put(tmp_path / "elsewhere" / "real.jsonl", '{"content": "a"}\n')
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "seed.jsonl").symlink_to(tmp_path / "elsewhere" / "real.jsonl")
+    m = put(tmp_path / "app" / "m.yaml", SEEDED)
     assert main(["validate", str(m)]) == 1
     assert capsys.readouterr().err.splitlines() == [
         f'{location(m, "seed:", "seed.jsonl")}: provider "mem": source.seed: memory file '
-        f"{tmp_path / 'seed.jsonl'} is a symlink (links are not followed)"
+        f"{tmp_path / 'app' / 'seed.jsonl'} links out of its folder, to "
+        f"{tmp_path / 'elsewhere' / 'real.jsonl'}: a seed's links are followed only inside it, "
+        "as a ConfigMap's are (name the file itself)"
     ]
+
+
+def test_a_seed_mounted_from_a_configmap_is_valid_and_seeds_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The kubelet mounts each ConfigMap file as a link through ``..data``."""
+    put(tmp_path / "..2026_01_01" / "seed.jsonl", '{"content": "roll back first"}\n')
+    put(tmp_path / "..2026_01_01" / "m.yaml", SEEDED)
+    (tmp_path / "..data").symlink_to("..2026_01_01")
+    for name in ("seed.jsonl", "m.yaml"):
+        (tmp_path / name).symlink_to(Path("..data") / name)
+    assert main(["validate", str(tmp_path / "m.yaml")]) == 0
+    assert capsys.readouterr().err == ""
+    argv = ["preview", str(tmp_path / "m.yaml"), "--instruction", "roll back", "--json"]
+    assert main(argv) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["providers"][0]["outcome"] == "fired"
+    assert "roll back first" in document["guidance"]
 
 
 def test_an_audit_table_without_psycopg_is_an_error_at_its_key(tmp_path: Path) -> None:

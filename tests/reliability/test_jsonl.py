@@ -121,3 +121,52 @@ async def test_wide_lines_are_not_mistaken_for_deep_ones(tmp_path: Path) -> None
     path.write_text(json.dumps({"content": content, "tags": ["[[[{{{"]}) + "\n")
     items = await JsonlMemoryStore(path).search(MemoryQuery())
     assert [item.content for item in items] == [content]
+
+
+def configmap(folder: Path, files: dict[str, str], version: str = "..2026_01_01") -> Path:
+    """``folder`` laid out as the kubelet mounts a ConfigMap: each file a link through
+    ``..data`` to a hidden versioned folder beside it (``..data`` is swapped on an update)."""
+    (folder / version).mkdir(parents=True)
+    for name, text in files.items():
+        (folder / version / name).write_text(text)
+    data = folder / "..data"
+    if data.is_symlink():
+        (folder / "..data_tmp").symlink_to(version)
+        os.replace(folder / "..data_tmp", data)
+    else:
+        data.symlink_to(version)
+    for name in files:
+        if not (folder / name).is_symlink():
+            (folder / name).symlink_to(Path("..data") / name)
+    return folder
+
+
+def test_a_seed_is_read_through_a_configmaps_links(tmp_path: Path) -> None:
+    folder = configmap(tmp_path / "mounted", {"seed.jsonl": '{"content": "roll back first"}\n'})
+    assert os.path.islink(folder / "seed.jsonl")
+    seed = JsonlMemoryStore(folder / "seed.jsonl", read_links=True)
+    assert [item.content for item in seed.items()] == ["roll back first"]
+    configmap(folder, {"seed.jsonl": '{"content": "page the DBA"}\n'}, "..2026_01_02")
+    again = JsonlMemoryStore(folder / "seed.jsonl", read_links=True)
+    assert [item.content for item in again.items()] == ["page the DBA"]
+    with pytest.raises(StoreError, match="is a symlink"):  # a store's own file: never
+        JsonlMemoryStore(folder / "seed.jsonl").items()
+
+
+async def test_a_seeds_links_never_lead_out_of_its_folder(linked: Path, outside: Path) -> None:
+    seed = JsonlMemoryStore(linked, read_links=True)
+    with pytest.raises(StoreError, match=r"links out of its folder, to .*authorized_keys"):
+        seed.items()
+    with pytest.raises(StoreError, match="links out of its folder"):
+        seed.broken_lines()
+    before = outside.read_bytes()
+    with pytest.raises(StoreError, match="is a symlink"):  # writing never follows a link
+        await seed.store(MemoryItem("written through the link"))
+    assert outside.read_bytes() == before
+
+
+def test_a_seed_linked_to_a_folder_inside_is_not_a_regular_file(tmp_path: Path) -> None:
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "seed.jsonl").symlink_to("folder")
+    with pytest.raises(StoreError, match="not a regular file"):
+        JsonlMemoryStore(tmp_path / "seed.jsonl", read_links=True).items()
