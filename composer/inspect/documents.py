@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from pydantic import Field
+
 from composer.inspect.described import DescribedModel
 from composer.outcomes import Outcome
 
@@ -389,12 +391,12 @@ class ListedTurn(Document):
 
 
 class SkippedLine(Document):
-    """A line of LOG that is not an audit line."""
+    """A line of a file that a read skips: not an audit line, or not a memory item."""
 
     line: int
     """Its line number in the file."""
     problem: str
-    """Why it is not an audit line."""
+    """Why it was skipped."""
 
 
 class AuditListDocument(Document):
@@ -431,3 +433,6 @@ class MemoryStatsDocument(Document):
     """Live items per namespace (``""`` is the default namespace); null on an error."""
     errors: list[Diagnostic]
     """Why the store could not be read."""
+    skipped: list[SkippedLine] = Field(default=[])
+    """The lines of a JSONL store that a read skips, not counted in ``items`` (empty for the
+    other stores)."""

@@ -113,3 +113,33 @@ def test_a_urls_connect_timeout_is_how_long_a_connection_is_waited_for(
     store = open_store(f"postgresql://agent:pw@127.0.0.1:5432/test{query}", schema="composer")
     assert isinstance(store, PostgresMemoryStore)
     assert store.connect_timeout_s == waited
+
+
+def test_stats_names_the_lines_a_jsonl_read_skips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JSONL store's unreadable lines are not items; stats says so instead of counting less."""
+    path = tmp_path / "notes.jsonl"
+    bad = ["not json", '{"tags": []}'] * 6
+    path.write_text('{"content": "a"}\n' + "\n".join(bad) + '\n{"content": "b"}\n')
+    code, out, err = run(capsys, "stats", str(path))
+    assert code == 0
+    assert out.splitlines() == [f"{path}: 2 items in 1 namespace", "  (default): 2"]
+    warnings = err.splitlines()
+    assert len(warnings) == 11
+    assert warnings[0] == (f"{path}:2: not JSON: Expecting value (column 1); skipped, not counted")
+    assert warnings[1].startswith(f"{path}:3: ")
+    assert "content" in warnings[1]
+    assert warnings[10] == f"{path}: 2 more lines skipped, not counted"
+
+    code, out, _ = run(capsys, "stats", str(path), "--json")
+    document = json.loads(out)
+    assert document["items"] == 2
+    assert [skipped["line"] for skipped in document["skipped"]] == list(range(2, 14))
+
+    sqlite = tmp_path / "notes.sqlite"
+    assert run(capsys, "import", str(path), str(sqlite))[0] == 1  # import refuses bad lines
+    path.write_text('{"content": "a"}\n')
+    assert run(capsys, "import", str(path), str(sqlite))[0] == 0
+    code, out, err = run(capsys, "stats", str(sqlite), "--json")
+    assert (code, json.loads(out)["skipped"], err) == (0, [], "")

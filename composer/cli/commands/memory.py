@@ -272,18 +272,29 @@ async def _export(args: argparse.Namespace, output: Output, opened: list[Store])
     return SUCCESS
 
 
+_SHOWN_SKIPPED = 10
+"""Skipped lines ``stats`` names one by one; past them, one line counts the rest."""
+
+
 async def _stats(args: argparse.Namespace, output: Output, opened: list[Store]) -> int:
+    import asyncio
+
     store = await _existing(args.store, args, opened)
     counts = await store.counts()
+    broken_lines = getattr(store, "broken_lines", None)  # a JSONL file's lines a read skips
+    skipped: list[tuple[int, str]] = (
+        await asyncio.to_thread(broken_lines) if broken_lines is not None else []
+    )
     if args.json:
         from composer.cli.output import print_document
-        from composer.inspect.documents import MemoryStatsDocument
+        from composer.inspect.documents import MemoryStatsDocument, SkippedLine
 
         document = MemoryStatsDocument(
             store=_shown(store),
             items=sum(counts.values()),
             namespaces={name or "": n for name, n in sorted(counts.items())},
             errors=[],
+            skipped=[SkippedLine(line=number, problem=why) for number, why in skipped],
         )
         print_document(output, document)
         return SUCCESS
@@ -293,4 +304,9 @@ async def _stats(args: argparse.Namespace, output: Output, opened: list[Store]) 
     )
     for name, n in sorted(counts.items()):
         output.print(f"  {name or '(default)'}: {n}")
+    for number, why in skipped[:_SHOWN_SKIPPED]:
+        output.warning(f"{_shown(store)}:{number}: {why}; skipped, not counted")
+    if len(skipped) > _SHOWN_SKIPPED:
+        more = len(skipped) - _SHOWN_SKIPPED
+        output.warning(f"{_shown(store)}: {counted(more, 'more line')} skipped, not counted")
     return SUCCESS
