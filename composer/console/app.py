@@ -18,8 +18,10 @@ own origin (the ``Origin`` header, which every browser sends with a POST).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,6 +112,9 @@ class Console:
     """With ``manifest``: where the manifest serving now is read, when a server reloads it
     (``composer serve --watch``): the pages show it, the preview runs it, its secrets are
     masked."""
+    hold: Callable[[], AbstractAsyncContextManager[Manifest]] | None = None
+    """With ``follow``: the manifest serving now, kept open through a preview that a reload
+    overtakes (``ContextService.held_manifest``)."""
 
     def __post_init__(self) -> None:
         self.redact: Callable[[str], str] = self._redact
@@ -476,17 +481,19 @@ class Console:
         from composer.inspect.preview import run_preview
         from composer.principal import current_principal
 
-        manifest = self.served
-        assert manifest is not None  # the route exists only with a manifest
+        assert self.manifest is not None  # the route exists only with a manifest
+        held = self.hold() if self.hold is not None else contextlib.nullcontext(self.served)
         scope = current_principal.set(principal)
         try:
-            return await run_preview(
-                manifest,
-                instruction,
-                branch_name="console-preview",
-                branch_metadata=dict(principal.metadata),
-                close_manifest=False,
-            )
+            async with held as manifest:
+                assert manifest is not None
+                return await run_preview(
+                    manifest,
+                    instruction,
+                    branch_name="console-preview",
+                    branch_metadata=dict(principal.metadata),
+                    close_manifest=False,
+                )
         finally:
             current_principal.reset(scope)
 

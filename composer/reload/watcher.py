@@ -35,7 +35,7 @@ import os
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from composer.build import ManifestRegistry, WritebackResult, build_registry
@@ -164,6 +164,19 @@ class ManifestWatcher:
         if self._current is None:
             raise RuntimeError("ManifestWatcher: call `await watcher.start()` first")
         return self._current
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[Manifest]:
+        """The manifest now serving, kept open until the block ends even when a reload replaces
+        it meanwhile, as a branch's registry keeps its manifest through a turn: for one-off
+        work on it (the console's preview, the warm-up)."""
+        loaded = self._retain()
+        try:
+            yield loaded.manifest
+        finally:
+            loaded.users -= 1
+            if loaded.users == 0 and loaded is not self._current:
+                await self._close_manifest(loaded)
 
     def registry(self) -> WatchedRegistry:
         """A registry for one branch that follows the watcher between turns."""

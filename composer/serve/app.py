@@ -360,5 +360,6 @@ def _console(config: ServerConfig, service: ContextService, callers: Callers) ->
         env=config.env,
         preview=config.console_preview,
         follow=(lambda: service.manifest) if service.reloader is not None else None,
+        hold=service.held_manifest if service.reloader is not None else None,
     )
     return console_mount(console)

@@ -28,6 +28,7 @@ again for it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Sequence
@@ -120,6 +121,14 @@ class ContextService(AsyncCloseable):
         reloader = self.reloader
         return reloader.manifest if reloader is not None and reloader.started else self._manifest
 
+    def held_manifest(self) -> contextlib.AbstractAsyncContextManager[Manifest]:
+        """The manifest serving now, kept open for the block even if a reload replaces it
+        meanwhile (``ManifestWatcher.held``)."""
+        reloader = self.reloader
+        if reloader is not None and reloader.started:
+            return reloader.watcher.held()
+        return contextlib.nullcontext(self._manifest)
+
     def _new_branch(self, key: str) -> BranchEntry:
         branch = _ServedBranch(None)
         branch.id = key.partition("/")[2]
@@ -141,7 +150,7 @@ class ContextService(AsyncCloseable):
     async def warm_up(self) -> None:
         """Build what the providers can build ahead of the first turn (indexes, sessions);
         ready afterwards, whatever failed (a failure recurs, contained, in its turns)."""
-        async with build_registry(self.manifest) as registry:
+        async with self.held_manifest() as manifest, build_registry(manifest) as registry:
             failures = await registry.warm_up()
         for name, error in failures.items():
             text = self.manifest.redact(f"{type(error).__name__}: {error}".splitlines()[0])

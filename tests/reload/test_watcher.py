@@ -236,6 +236,42 @@ async def test_a_branch_switches_between_turns_never_during_one(tmp_path: Path) 
     await watcher.aclose()
 
 
+async def test_a_held_manifest_stays_open_through_a_reload_until_let_go(tmp_path: Path) -> None:
+    """One-off work on the manifest serving now (the console's preview) is not cut short by a
+    reload: ``held`` keeps it open as a turn keeps its own, and closes it once let go."""
+    from composer.inspect.preview import run_preview
+
+    Gate.open, Gate.waiting = asyncio.Event(), 0
+    path = write(
+        tmp_path / "m.yaml", "version: 1\nproviders:\n  - {name: g, type: gate, text: one}\n"
+    )
+    watcher = composer.ManifestWatcher(path, types=TYPES, watch="poll", poll_s=3600)
+    await watcher.start()
+
+    async def preview() -> list[str]:
+        async with watcher.held() as manifest:
+            done = await run_preview(manifest, "x", close_manifest=False)
+            assert done.report.blocks == ["one"]
+            return [row.outcome for row in done.rows]
+
+    running = asyncio.ensure_future(preview())
+    await eventually(lambda: Gate.waiting == 1, "the preview reaches the provider")
+    first = watcher.manifest
+    path.write_text(path.read_text().replace("text: one", "text: two"))
+    assert await watcher.check()
+    await asyncio.sleep(0.05)
+    assert first.shared  # the preview still uses the first manifest: not closed
+    Gate.open.set()
+    assert await running == ["fired"]
+    await eventually(lambda: not first.shared, "the first manifest is closed once let go")
+    async with watcher.held() as manifest:
+        assert manifest is watcher.manifest is not first
+    branch = composer.Branch("sys\n")  # letting go of the one serving does not close it
+    watcher.attach(branch)
+    assert await blocks(branch) == ["two"]
+    await watcher.aclose()
+
+
 async def test_an_idle_branch_lets_the_old_manifest_go_at_once(tmp_path: Path) -> None:
     path = write(tmp_path / "m.yaml", static("one"))
     watcher = composer.ManifestWatcher(path, watch="poll", poll_s=3600)

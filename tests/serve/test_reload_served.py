@@ -7,19 +7,22 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from localserver import JsonAnswer, serving
 from starlette.testclient import TestClient
 
 from composer import load_manifest
 from composer.errors import ServeError
 from composer.serve import ServerConfig, create_app
 from composer.serve.reloading import Reloader, mask_served
-from serve.apps import served
+from serve.apps import LOOPBACK, served
 
 WATCHING = ServerConfig(watch=True, metrics=True, rate_limit=0)
 
@@ -203,3 +206,48 @@ def test_a_secret_a_reloaded_manifest_brings_is_masked_in_the_servers_lines(
         eventually(lambda: reload_block(client)["generation"] == 2, "the edit served")
         assert turn(client, 1)["guidance"] == "S\nkey ***"  # answers mask it too
         assert mask_served(f"a line with {secret}") == "a line with ***"
+
+
+def test_a_console_preview_that_a_reload_overtakes_runs_on_its_own_manifest(
+    tmp_path: Path,
+) -> None:
+    """A preview holds the manifest it began with: a reload meanwhile closes it only after."""
+    arrived, release = threading.Event(), threading.Event()
+
+    class Slow(JsonAnswer):
+        def do_GET(self) -> None:
+            arrived.set()
+            release.wait(30)
+            super().do_GET()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    httpd.daemon_threads = True
+    path, audit = tmp_path / "m.yaml", tmp_path / "turns.jsonl"
+
+    def text(policy: str) -> str:
+        return manifest(policy, audit) + (
+            f"  - name: status\n    type: http\n    request: {{url: 'http://127.0.0.1:"
+            f"{httpd.server_address[1]}/search', timeout_s: 60}}\n"
+            "    response: {template: '{{ json.results[0].title }}'}\n"
+        )
+
+    path.write_text(text("policy one"))
+    config = ServerConfig(watch=True, console=True, console_preview=True, rate_limit=0)
+    with serving(httpd, before_stop=release.set), served(path, config) as client:
+        answers: list[Any] = []
+        preview = threading.Thread(
+            target=lambda: answers.append(
+                client.post(
+                    "/console/preview", data={"instruction": "x"}, headers={"origin": LOOPBACK}
+                )
+            )
+        )
+        preview.start()
+        assert arrived.wait(30), "the preview reaches the status service"
+        replace(path, text("policy two"))
+        eventually(lambda: reload_block(client)["generation"] == 2, "the edit served")
+        release.set()
+        preview.join(60)
+        assert answers[0].status_code == 200
+        assert "all green" in answers[0].text  # the status block came back: not failed
+        assert "policy one" in answers[0].text  # the manifest the preview began with
