@@ -34,6 +34,7 @@ from composer.errors import TokenizerError
 
 __all__ = [
     "O200K_BASE_SHA256",
+    "O200K_TOKENS_SHA256",
     "SHORT_TEXT_CHARS",
     "count_short_text",
     "count_tokens",
