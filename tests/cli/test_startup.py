@@ -92,3 +92,15 @@ def test_a_manifest_of_static_texts_loads_no_other_types_libraries(
         "query: '{{ instruction.text }}'}\n",
     )
     assert {"numpy", "bm25s"} <= set(imported_after(code, PROVIDER_LIBRARIES))
+
+
+def test_the_json_documents_load_only_for_json_or_a_manifest_that_fails(tmp_path: Path) -> None:
+    """A preview that prints a table neither imports nor builds the ``--json`` models."""
+    documents = ("composer.inspect.documents",)
+    preview = ["preview", str(CONFIGS), "--env", "dev", "--instruction", "the deploy failed"]
+    assert imported_after(f"assert main({preview!r}) == 0", documents) == []
+    validate = ["validate", str(CONFIGS), "--env", "dev", "--json"]
+    assert imported_after(f"assert main({validate!r}) == 0", documents) == [*documents]
+    broken = put(tmp_path / "m.yaml", "version: 1\nbudget: many\n")
+    failing = ["preview", str(broken), "--instruction", "x"]
+    assert imported_after(f"assert main({failing!r}) == 1", documents) == [*documents]
